@@ -1,0 +1,24 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Requires `Authorization: Bearer <token>` naming a live session; anything else is 401.
+struct SessionMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let sessions: SessionStore
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization], header.count > 7,
+              header.prefix(7).lowercased() == "bearer " else {
+            throw AppError.unauthorized(code: "unauthorized", detail: "A bearer token is required")
+        }
+        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        guard let session = try await sessions.authenticate(token: token) else {
+            throw AppError.unauthorized(code: "invalid_token", detail: "The token is unknown, expired or revoked")
+        }
+        var context = context
+        context.session = session
+        context.logger[metadataKey: "user_id"] = .string(session.user.id.uuidString)
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Opaque bearer tokens: 256 random bits shown to the client once; only their SHA-256 is
+/// stored, so a database leak yields no usable token.
+struct SessionStore: Sendable {
+    let client: PostgresClient
+    let policy: SessionPolicy
+    let logger: Logger
+
+    /// Idle expiry is pushed forward at most once a minute, so reads stay reads.
+    static let touchInterval: Double = 60
+
+    struct Issued: Sendable {
+        let token: String
+        let expiresAt: Date
+    }
+
+    static func newToken() -> String { "bw_" + SecureRandom.base64URL(SecureRandom.bytes(32)) }
+
+    static func tokenHash(_ token: String) -> ByteBuffer { ByteBuffer(bytes: Digest.sha256(token)) }
+
+    func create(userID: UUID, on connection: PostgresConnection) async throws -> Issued {
+        let token = Self.newToken()
+        let rows = try await connection.query("""
+            INSERT INTO sessions (user_id, token_hash, idle_expires_at, absolute_expires_at)
+            VALUES (\(userID), \(Self.tokenHash(token)),
+                    now() + make_interval(secs => \(policy.idleTimeout)),
+                    now() + make_interval(secs => \(policy.absoluteTimeout)))
+            RETURNING LEAST(idle_expires_at, absolute_expires_at)
+            """, logger: logger)
+        for try await expiresAt in rows.decode(Date.self) { return Issued(token: token, expiresAt: expiresAt) }
+        throw AppError.unavailable("session insert returned no row")
+    }
+
+    func create(userID: UUID) async throws -> Issued {
+        try await client.withConnection { try await create(userID: userID, on: $0) }
+    }
+
+    /// The live session for `token` with its user, or nil when unknown, revoked or expired.
+    func authenticate(token: String) async throws -> AuthenticatedSession? {
+        guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
+        let rows = try await client.query("""
+            WITH live AS (
+                SELECT s.id, s.user_id, s.last_used_at FROM sessions s
+                WHERE s.token_hash = \(Self.tokenHash(token)) AND s.revoked_at IS NULL
+                  AND s.idle_expires_at > now() AND s.absolute_expires_at > now()
+            ), touched AS (
+                UPDATE sessions t SET last_used_at = now(),
+                    idle_expires_at = LEAST(now() + make_interval(secs => \(policy.idleTimeout)), t.absolute_expires_at)
+                FROM live WHERE t.id = live.id AND live.last_used_at < now() - make_interval(secs => \(Self.touchInterval))
+            )
+            SELECT live.id, \(unescaped: AccountsStore.userColumns)
+            FROM live JOIN users u ON u.id = live.user_id
+            """, logger: logger)
+        for try await row in rows.decode((UUID, UUID, String, String, String?, String?, String, Date?, Date).self) {
+            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8))
+            return AuthenticatedSession(sessionID: row.0, user: user)
+        }
+        return nil
+    }
+
+    func revoke(sessionID: UUID) async throws {
+        try await client.query("UPDATE sessions SET revoked_at = now() WHERE id = \(sessionID) AND revoked_at IS NULL",
+                               logger: logger)
+    }
+
+    /// Revokes every session of the user, but `keeping` if given.
+    func revokeAll(userID: UUID, keeping: UUID? = nil, on connection: PostgresConnection? = nil) async throws {
+        let query: PostgresQuery = """
+            UPDATE sessions SET revoked_at = now()
+            WHERE user_id = \(userID) AND revoked_at IS NULL AND id IS DISTINCT FROM \(keeping)
+            """
+        if let connection {
+            try await connection.query(query, logger: logger)
+        } else {
+            try await client.query(query, logger: logger)
+        }
+    }
+
+    /// Housekeeping: drop sessions that can no longer be used.
+    func deleteExpired() async throws {
+        try await client.query("""
+            DELETE FROM sessions
+            WHERE absolute_expires_at < now() OR idle_expires_at < now() OR revoked_at < now() - interval '1 day'
+            """, logger: logger)
+    }
+}

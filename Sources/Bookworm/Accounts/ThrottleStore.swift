@@ -1,0 +1,45 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Sliding-window counters in PostgreSQL, so every API instance sees the same counts.
+/// A key names what is limited: `login:account:<id>`, `login:ip:<address>`, `register:ip:<address>`.
+struct ThrottleStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    /// Seconds until another event under `key` is allowed, or nil when under `limit`.
+    func retryAfter(key: String, limit: Int, window: TimeInterval) async throws -> Int? {
+        let rows = try await client.query("""
+            SELECT count(*)::int8, EXTRACT(EPOCH FROM (min(occurred_at) + make_interval(secs => \(window)) - clock_timestamp()))::float8
+            FROM throttle_events
+            WHERE key = \(key) AND occurred_at > clock_timestamp() - make_interval(secs => \(window))
+            """, logger: logger)
+        for try await (count, remaining) in rows.decode((Int, Double?).self) where count >= limit {
+            return max(1, Int((remaining ?? window).rounded(.up)))
+        }
+        return nil
+    }
+
+    /// Counts one event under each key, trimming that key's events older than the window.
+    func record(keys: [String], window: TimeInterval) async throws {
+        try await client.query("""
+            WITH trimmed AS (
+                DELETE FROM throttle_events
+                WHERE key = ANY(\(keys)) AND occurred_at < clock_timestamp() - make_interval(secs => \(window))
+            )
+            INSERT INTO throttle_events (key) SELECT unnest(\(keys))
+            """, logger: logger)
+    }
+
+    func reset(key: String) async throws {
+        try await client.query("DELETE FROM throttle_events WHERE key = \(key)", logger: logger)
+    }
+
+    /// Housekeeping for keys never hit again: nothing we throttle looks back over a day.
+    func deleteOlderThan(seconds: TimeInterval) async throws {
+        try await client.query("""
+            DELETE FROM throttle_events WHERE occurred_at < clock_timestamp() - make_interval(secs => \(seconds))
+            """, logger: logger)
+    }
+}

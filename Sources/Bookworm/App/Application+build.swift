@@ -1,0 +1,81 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+public typealias BookwormApplication = Application<RouterResponder<AppRequestContext>>
+
+/// Assembles the whole service: database (embedded or `DATABASE_URL`), migrations policy,
+/// stores, routes, middleware and background services. Used by `bookworm serve` and the tests.
+public func buildApplication(config: Config) async throws -> BookwormApplication {
+    let logger = {
+        var logger = Logger(label: "bookworm")
+        logger.logLevel = Logger.Level(rawValue: config.logLevel) ?? .info
+        return logger
+    }()
+
+    var services: [any Service] = []
+    let settings: DatabaseSettings
+    var migrateOnStart = config.migrateOnStart
+    if let url = config.databaseURL {
+        settings = try DatabaseSettings(url: url)
+    } else {
+        let embedded = EmbeddedPostgres(dataDirectory: config.dataDirectory, logger: logger)
+        settings = try await embedded.start(database: "bookworm")
+        logger.notice("using embedded PostgreSQL", metadata: ["path": .string(embedded.clusterDirectory)])
+        // First in the list, so the service group stops it last.
+        services.append(embedded)
+        migrateOnStart = true
+    }
+    logger.info("database", metadata: ["target": .stringConvertible(settings)])
+
+    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize),
+                                backgroundLogger: logger)
+    let hasher = try PasswordHasher(settings: config.hashing)
+    let migrator = try Migrator.bundled()
+    let parts = try makeRouter(config: config, client: client, hasher: hasher, migrator: migrator, logger: logger)
+    parts.router.addMethodNotAllowedResponders()
+    services += [client, hasher] + parts.services
+
+    var app = Application(
+        router: parts.router,
+        configuration: .init(address: .hostname(config.host, port: config.port), serverName: "bookworm"),
+        services: services,
+        logger: logger
+    )
+    app.beforeServerStarts { [migrateOnStart] in
+        if migrateOnStart {
+            try await migrator.up(client: client, logger: logger)
+        }
+        let pending = try await migrator.pending(client: client, logger: logger)
+        guard pending.isEmpty else {
+            throw MigrationError.pending(pending.map { String(format: "%04d_%@", $0.version, $0.name) })
+        }
+        logger.notice("serving", metadata: ["address": .string("http://\(config.host):\(config.port)")])
+    }
+    return app
+}
+
+/// The router with every route and middleware, and the background services the routes rely
+/// on. Split from `buildApplication` so tests can list the routes (the OpenAPI check).
+func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
+    throws -> (router: Router<AppRequestContext>, services: [any Service])
+{
+    let sessions = SessionStore(client: client, policy: config.sessions, logger: logger)
+    let throttles = ThrottleStore(client: client, logger: logger)
+    let accounts = AccountsService(
+        client: client, users: AccountsStore(client: client, logger: logger), sessions: sessions,
+        throttles: throttles, hasher: hasher, policy: config.throttles, logger: logger)
+
+    let router = Router(context: AppRequestContext.self)
+    router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
+    router.add(middleware: AccessLogMiddleware(logger: logger))
+    router.add(middleware: ProblemMiddleware())
+    SystemRoutes(client: client, migrator: migrator, logger: logger,
+                 openAPIDocument: try SystemRoutes.loadOpenAPIDocument()).addRoutes(to: router)
+    let v1 = router.group("v1")
+    let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
+    AccountsRoutes(service: accounts).addRoutes(public: v1, authenticated: authenticated)
+    return (router, [Housekeeping(sessions: sessions, throttles: throttles, logger: logger)])
+}

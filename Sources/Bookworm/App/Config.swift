@@ -1,0 +1,115 @@
+import Foundation
+
+/// Everything the service reads from its environment (12-factor). Every variable is listed in
+/// the README; `description` never includes a secret.
+public struct Config: Sendable {
+    public var host: String
+    public var port: Int
+    /// `nil` means: start the embedded PostgreSQL cluster under `dataDirectory`.
+    public var databaseURL: String?
+    public var dataDirectory: String
+    public var databasePoolSize: Int
+    public var hashing: PasswordHasher.Settings
+    public var sessions: SessionPolicy
+    public var throttles: ThrottlePolicy
+    public var maxBodyBytes: Int
+    /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
+    public var trustForwardedFor: Bool
+    public var logLevel: String
+    /// Apply pending migrations before serving (`serve --migrate`; always for the embedded default).
+    public var migrateOnStart: Bool = false
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        databaseURL: String? = nil,
+        dataDirectory: String = ".bookworm",
+        databasePoolSize: Int = 20,
+        hashing: PasswordHasher.Settings = .init(),
+        sessions: SessionPolicy = .init(),
+        throttles: ThrottlePolicy = .init(),
+        maxBodyBytes: Int = 1 << 20,
+        trustForwardedFor: Bool = false,
+        logLevel: String = "info"
+    ) {
+        self.host = host
+        self.port = port
+        self.databaseURL = databaseURL
+        self.dataDirectory = dataDirectory
+        self.databasePoolSize = databasePoolSize
+        self.hashing = hashing
+        self.sessions = sessions
+        self.throttles = throttles
+        self.maxBodyBytes = maxBodyBytes
+        self.trustForwardedFor = trustForwardedFor
+        self.logLevel = logLevel
+    }
+
+    /// Reads the process environment; a malformed value is an error naming the variable.
+    public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Config {
+        var reader = EnvironmentReader(env: env)
+        let defaults = Config()
+        var config = Config()
+        config.host = reader.string("BOOKWORM_HOST") ?? defaults.host
+        config.port = try reader.int("BOOKWORM_PORT", range: 0...65535) ?? defaults.port
+        config.databaseURL = reader.string("DATABASE_URL")
+        config.dataDirectory = reader.string("BOOKWORM_DATA_DIR") ?? defaults.dataDirectory
+        config.databasePoolSize = try reader.int("BOOKWORM_DB_POOL_SIZE", range: 1...1000) ?? defaults.databasePoolSize
+        config.hashing = try PasswordHasher.Settings(
+            memoryLimitBytes: reader.int("BOOKWORM_ARGON2_MEMORY_KIB", range: 8...4_194_304).map { $0 * 1024 }
+                ?? defaults.hashing.memoryLimitBytes,
+            operationsLimit: reader.int("BOOKWORM_ARGON2_ITERATIONS", range: 1...100) ?? defaults.hashing.operationsLimit,
+            concurrency: reader.int("BOOKWORM_HASH_CONCURRENCY", range: 1...256) ?? defaults.hashing.concurrency,
+            queueLimit: reader.int("BOOKWORM_HASH_QUEUE", range: 0...100_000) ?? defaults.hashing.queueLimit
+        )
+        config.sessions = try SessionPolicy(
+            idleTimeout: reader.int("BOOKWORM_SESSION_IDLE_DAYS", range: 1...3650).map { Double($0) * 86400 }
+                ?? defaults.sessions.idleTimeout,
+            absoluteTimeout: reader.int("BOOKWORM_SESSION_MAX_DAYS", range: 1...3650).map { Double($0) * 86400 }
+                ?? defaults.sessions.absoluteTimeout
+        )
+        config.throttles = try ThrottlePolicy(
+            loginFailures: reader.int("BOOKWORM_LOGIN_MAX_FAILURES", range: 1...10_000) ?? defaults.throttles.loginFailures,
+            loginWindow: reader.int("BOOKWORM_LOGIN_WINDOW_SECONDS", range: 1...86_400).map(Double.init)
+                ?? defaults.throttles.loginWindow,
+            registrations: reader.int("BOOKWORM_REGISTER_MAX_PER_HOUR", range: 1...100_000) ?? defaults.throttles.registrations,
+            registrationWindow: defaults.throttles.registrationWindow
+        )
+        config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
+        config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
+        config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
+        return config
+    }
+}
+
+public struct ConfigError: Error, CustomStringConvertible {
+    public let variable: String
+    public let message: String
+    public var description: String { "\(variable): \(message)" }
+}
+
+private struct EnvironmentReader {
+    let env: [String: String]
+
+    func string(_ name: String) -> String? {
+        guard let value = env[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        return value
+    }
+
+    func int(_ name: String, range: ClosedRange<Int>) throws -> Int? {
+        guard let raw = string(name) else { return nil }
+        guard let value = Int(raw), range.contains(value) else {
+            throw ConfigError(variable: name, message: "expected a whole number in \(range.lowerBound)...\(range.upperBound), got '\(raw)'")
+        }
+        return value
+    }
+
+    func bool(_ name: String) throws -> Bool? {
+        guard let raw = string(name)?.lowercased() else { return nil }
+        switch raw {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ConfigError(variable: name, message: "expected true or false, got '\(raw)'")
+        }
+    }
+}

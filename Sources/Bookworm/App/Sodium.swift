@@ -1,0 +1,55 @@
+import CSodium
+import Foundation
+
+/// libsodium must be initialised once before use; `sodium_init` is itself thread-safe.
+enum Sodium {
+    static let ready: Bool = sodium_init() >= 0
+}
+
+enum Digest {
+    static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        precondition(Sodium.ready)
+        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        let input = Array(bytes)
+        _ = input.withUnsafeBufferPointer { inPtr in
+            crypto_hash_sha256(&out, inPtr.baseAddress, UInt64(inPtr.count))
+        }
+        return out
+    }
+
+    static func sha256(_ data: Data) -> [UInt8] { sha256([UInt8](data)) }
+    static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
+
+    static func sha256Hex(_ data: Data) -> String { hex(sha256(data)) }
+    static func sha256Hex(_ text: String) -> String { hex(sha256(text)) }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+enum SecureRandom {
+    static func bytes(_ count: Int) -> [UInt8] {
+        precondition(Sodium.ready)
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { randombytes_buf(base, count) }
+        }
+        return out
+    }
+
+    /// URL-safe base64 without padding.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PostgresNIO
+@testable import Bookworm
+
+/// A running app on its own database, plus the helpers tests use to talk to it.
+struct TestApp: Sendable {
+    let client: any TestClientProtocol
+    let db: PostgresClient
+    let settings: DatabaseSettings
+
+    /// Sends `body` (a JSON-encodable dictionary, or raw bytes) with the given token.
+    @discardableResult
+    func request(
+        _ method: HTTPRequest.Method, _ path: String, json: [String: any Sendable]? = nil, raw: String? = nil,
+        token: String? = nil, headers: HTTPFields = [:], from address: String = "198.51.100.1"
+    ) async throws -> TestResponse {
+        var headers = headers
+        var body: ByteBuffer?
+        if let json {
+            body = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json))
+            if headers[.contentType] == nil { headers[.contentType] = "application/json" }
+        } else if let raw {
+            body = ByteBuffer(string: raw)
+            if headers[.contentType] == nil { headers[.contentType] = "application/json" }
+        }
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        if headers[.xForwardedFor] == nil { headers[.xForwardedFor] = address }
+        return try await client.executeRequest(uri: path, method: method, headers: headers, body: body)
+    }
+
+    struct Account: Sendable {
+        let id: String
+        let username: String
+        let email: String
+        let password: String
+        let token: String
+    }
+
+    /// Registers a user (unique names unless given) and returns its token.
+    func register(username: String? = nil, email: String? = nil, password: String = "correct horse battery",
+                  from address: String = "198.51.100.1") async throws -> Account {
+        let suffix = String(UUID().uuidString.prefix(8)).lowercased()
+        let name = username ?? "user_\(suffix)"
+        let mail = email ?? "\(name)@example.org"
+        let response = try await request(.post, "/v1/auth/register",
+                                         json: ["email": mail, "username": name, "password": password], from: address)
+        guard response.status == .created else {
+            throw TestFailure("register failed: \(response.status) \(String(buffer: response.body))")
+        }
+        let object = try response.jsonObject()
+        let user = object["user"] as? [String: Any]
+        return Account(id: user?["id"] as? String ?? "", username: name, email: mail, password: password,
+                       token: object["token"] as? String ?? "")
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension TestResponse {
+    func jsonObject() throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            throw TestFailure("body is not a JSON object: \(String(buffer: body))")
+        }
+        return object
+    }
+
+    /// The `field` names of a problem's `errors`.
+    func problemFields() throws -> [String] {
+        let errors = try jsonObject()["errors"] as? [[String: Any]] ?? []
+        return errors.compactMap { $0["field"] as? String }
+    }
+
+    var isProblem: Bool { headers[.contentType] == "application/problem+json" }
+}
+
+extension Config {
+    static func forTests(_ settings: DatabaseSettings) -> Config {
+        Config(databaseURL: settings.connectionURL, databasePoolSize: 4, hashing: .fastForTests,
+               trustForwardedFor: true, logLevel: "critical")
+    }
+}
+
+/// Builds the real application (`buildApplication`) on a fresh database and runs `body`
+/// against it through HummingbirdTesting's router client.
+func withApp(
+    configure: @Sendable (inout Config) -> Void = { _ in },
+    _ body: @Sendable (TestApp) async throws -> Void
+) async throws {
+    try await withTestDatabase { settings, db in
+        var config = Config.forTests(settings)
+        configure(&config)
+        let app = try await buildApplication(config: config)
+        try await app.test(.router) { client in
+            try await body(TestApp(client: client, db: db, settings: settings))
+        }
+    }
+}

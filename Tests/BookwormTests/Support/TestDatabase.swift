@@ -1,0 +1,102 @@
+import Foundation
+import Logging
+import PostgresNIO
+@testable import Bookworm
+
+/// One PostgreSQL per test process (`TEST_DATABASE_URL`, else an embedded cluster under
+/// `.bookworm/test`), one migrated template database, and a fresh database per test cloned
+/// from it, so tests run in parallel without sharing state.
+actor TestDatabaseServer {
+    static let shared = TestDatabaseServer()
+    static let template = "bookworm_test_template"
+
+    private var admin: DatabaseSettings?
+    private var adminClient: PostgresClient?
+    let logger: Logger = {
+        var logger = Logger(label: "tests")
+        logger.logLevel = .error
+        return logger
+    }()
+
+    /// Settings for the server's maintenance database, starting the server on first use.
+    func adminSettings() async throws -> DatabaseSettings {
+        if let admin { return admin }
+        let settings: DatabaseSettings
+        if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
+            settings = try DatabaseSettings(url: url)
+        } else {
+            let embedded = EmbeddedPostgres(dataDirectory: Self.dataDirectory, logger: logger, fastAndLoose: true)
+            settings = try await embedded.start(database: "postgres")
+        }
+        try await rebuildTemplate(admin: settings)
+        let client = settings.makeClient(poolSize: 4, logger: logger)
+        Task.detached { await client.run() }
+        admin = settings
+        adminClient = client
+        return settings
+    }
+
+    static var dataDirectory: String {
+        ProcessInfo.processInfo.environment["BOOKWORM_TEST_DATA_DIR"] ?? ".bookworm/test"
+    }
+
+    /// A new, migrated, empty database of its own.
+    func createDatabase() async throws -> DatabaseSettings {
+        let admin = try await adminSettings()
+        let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await adminClient?.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE \(Self.template)"))
+        return admin.withDatabase(name)
+    }
+
+    /// A new database with no schema at all, for migrator tests.
+    func createEmptyDatabase() async throws -> DatabaseSettings {
+        let admin = try await adminSettings()
+        let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await adminClient?.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        return admin.withDatabase(name)
+    }
+
+    func dropDatabase(_ settings: DatabaseSettings) async {
+        let name = settings.database
+        guard name.hasPrefix("test_") else { return }
+        _ = try? await adminClient?.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+    }
+
+    private func rebuildTemplate(admin: DatabaseSettings) async throws {
+        let logger = self.logger
+        let client = admin.makeClient(poolSize: 1, logger: logger)
+        try await client.whileRunning { client in
+            // Leftovers from runs that crashed before dropping their databases.
+            let stale = try await client.query("SELECT datname FROM pg_database WHERE datname LIKE 'test\\_%'")
+            var names: [String] = []
+            for try await name in stale.decode(String.self) { names.append(name) }
+            for name in names {
+                try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+            }
+            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(Self.template) WITH (FORCE)"))
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(Self.template)"))
+        }
+        let templateClient = admin.withDatabase(Self.template).makeClient(poolSize: 1, logger: logger)
+        try await templateClient.whileRunning { client in
+            try await Migrator.bundled().up(client: client, logger: logger)
+        }
+    }
+}
+
+/// Runs `body` with a fresh migrated database and a running client on it, then drops it.
+func withTestDatabase<T: Sendable>(
+    empty: Bool = false,
+    _ body: @Sendable (DatabaseSettings, PostgresClient) async throws -> T
+) async throws -> T {
+    let server = TestDatabaseServer.shared
+    let settings = empty ? try await server.createEmptyDatabase() : try await server.createDatabase()
+    let client = settings.makeClient(poolSize: 4, logger: server.logger)
+    do {
+        let result = try await client.whileRunning { try await body(settings, $0) }
+        await server.dropDatabase(settings)
+        return result
+    } catch {
+        await server.dropDatabase(settings)
+        throw error
+    }
+}
