@@ -10,8 +10,7 @@ actor TestDatabaseServer {
     static let shared = TestDatabaseServer()
     static let template = "bookworm_test_template"
 
-    private var admin: DatabaseSettings?
-    private var adminClient: PostgresClient?
+    private var setup: Task<(DatabaseSettings, PostgresClient), any Error>?
     let logger: Logger = {
         var logger = Logger(label: "tests")
         logger.logLevel = .error
@@ -20,7 +19,18 @@ actor TestDatabaseServer {
 
     /// Settings for the server's maintenance database, starting the server on first use.
     func adminSettings() async throws -> DatabaseSettings {
-        if let admin { return admin }
+        try await adminConnection().0
+    }
+
+    /// Every test asks at once; the first one's set-up task is shared by all.
+    private func adminConnection() async throws -> (DatabaseSettings, PostgresClient) {
+        if let setup { return try await setup.value }
+        let task = Task { try await self.startServer() }
+        setup = task
+        return try await task.value
+    }
+
+    private func startServer() async throws -> (DatabaseSettings, PostgresClient) {
         let settings: DatabaseSettings
         if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
             settings = try DatabaseSettings(url: url)
@@ -31,9 +41,7 @@ actor TestDatabaseServer {
         try await rebuildTemplate(admin: settings)
         let client = settings.makeClient(poolSize: 4, logger: logger)
         Task.detached { await client.run() }
-        admin = settings
-        adminClient = client
-        return settings
+        return (settings, client)
     }
 
     static var dataDirectory: String {
@@ -42,24 +50,25 @@ actor TestDatabaseServer {
 
     /// A new, migrated, empty database of its own.
     func createDatabase() async throws -> DatabaseSettings {
-        let admin = try await adminSettings()
+        let (admin, client) = try await adminConnection()
         let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await adminClient?.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE \(Self.template)"))
+        try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE \(Self.template)"))
         return admin.withDatabase(name)
     }
 
     /// A new database with no schema at all, for migrator tests.
     func createEmptyDatabase() async throws -> DatabaseSettings {
-        let admin = try await adminSettings()
+        let (admin, client) = try await adminConnection()
         let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await adminClient?.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         return admin.withDatabase(name)
     }
 
     func dropDatabase(_ settings: DatabaseSettings) async {
         let name = settings.database
         guard name.hasPrefix("test_") else { return }
-        _ = try? await adminClient?.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+        guard let client = try? await adminConnection().1 else { return }
+        _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
     }
 
     private func rebuildTemplate(admin: DatabaseSettings) async throws {

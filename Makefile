@@ -1,0 +1,57 @@
+# Bookworm: `make run` serves the API on an embedded PostgreSQL; `make test` runs every test.
+# Both install what is missing first (`make deps`).
+
+SWIFT ?= swift
+APT_PACKAGES := libsodium-dev postgresql postgresql-contrib pkg-config
+BENCH_PACKAGES := wrk
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+# The test cluster's folder: inside the checkout when the `postgres` user (which runs it when we
+# are root) can reach it and the Unix socket path stays short, else a private folder in /tmp.
+TEST_DATA_DIR ?= $(shell \
+	if [ "$$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$(CURDIR)" 2>/dev/null || [ $$(printf %s "$(CURDIR)" | wc -c) -gt 60 ]; \
+	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
+	else echo "$(CURDIR)/.bookworm/test"; fi)
+
+.PHONY: deps bench-deps build run test bench stop-test-db clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+bench-deps: deps
+	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+run: deps
+	$(SWIFT) run bookworm serve
+
+test: deps
+	@mkdir -p "$(TEST_DATA_DIR)"
+	@status=0; BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
+	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status
+
+# The tests leave their cluster running for the next test process of the same run; stop it.
+stop-test-db:
+	@if [ -f "$(TEST_DATA_DIR)/postgres/postmaster.pid" ]; then \
+		bin=$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); \
+		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; \
+		else $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; fi; \
+	fi
+
+bench: bench-deps
+	$(SWIFT) build -c release --product bookworm
+	$(SWIFT) run -c release BookwormBench hashing
+
+clean:
+	$(SWIFT) package clean

@@ -1,0 +1,215 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PostgresNIO
+import Testing
+@testable import Bookworm
+
+@Suite struct AccountsTests {
+    @Test func registerReturnsTokenAndPrivateUser() async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "  Ann.Reader@Example.ORG ", "username": "Ann_Reads", "password": "correct horse battery",
+                "display_name": "Ann",
+            ])
+            #expect(response.status == .created)
+            let body = try response.jsonObject()
+            let user = try #require(body["user"] as? [String: Any])
+            #expect(user["username"] as? String == "ann_reads")
+            #expect(user["email"] as? String == "Ann.Reader@Example.ORG")
+            #expect(user["email_verified"] as? Bool == false)
+            #expect(user["password_hash"] == nil)
+            #expect(Set(user.keys) == ["id", "email", "email_verified", "username", "display_name", "bio", "created_at"])
+            let token = try #require(body["token"] as? String)
+            #expect(token.count >= 43)
+            #expect(body["expires_at"] is String)
+        }
+    }
+
+    @Test func storedTokenIsOnlyItsHash() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let rows = try await app.db.query("SELECT token_hash FROM sessions")
+            var hashes: [ByteBuffer] = []
+            for try await hash in rows.decode(ByteBuffer.self) { hashes.append(hash) }
+            #expect(hashes.count == 1)
+            #expect(Array(hashes[0].readableBytesView) == Digest.sha256(account.token))
+            #expect(hashes[0].readableBytes == 32)
+        }
+    }
+
+    @Test func takenUsernameOrEmailIs409CaseInsensitively() async throws {
+        try await withApp { app in
+            _ = try await app.register(username: "bookish", email: "book@example.org")
+            let sameName = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "other@example.org", "username": "BOOKISH", "password": "correct horse battery"])
+            #expect(sameName.status == .conflict)
+            #expect(try sameName.problemFields() == ["username"])
+            let sameEmail = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "BOOK@example.org", "username": "other", "password": "correct horse battery"])
+            #expect(sameEmail.status == .conflict)
+            #expect(try sameEmail.problemFields() == ["email"])
+        }
+    }
+
+    @Test func registrationValidatesEveryFieldAtOnce() async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "not-an-email", "username": "ab", "password": "short"])
+            #expect(response.status == .badRequest)
+            #expect(Set(try response.problemFields()) == ["email", "username", "password"])
+            let missing = try await app.request(.post, "/v1/auth/register", json: ["email": "a@example.org"])
+            #expect(missing.status == .badRequest)
+            #expect(try missing.problemFields() == ["username"])
+        }
+    }
+
+    @Test(arguments: ["a b@example.org", "@example.org", "a@b", "a@@example.org", "a@example..org", "a\r\n@example.org"])
+    func badEmailShapesAreRejected(email: String) async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/register", json: [
+                "email": email, "username": "emailtest", "password": "correct horse battery"])
+            #expect(response.status == .badRequest)
+            #expect(try response.problemFields() == ["email"])
+        }
+    }
+
+    @Test func passwordLengthLimitsAreInclusive() async throws {
+        try await withApp { app in
+            let ten = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "ten@example.org", "username": "ten_chars", "password": "0123456789"])
+            #expect(ten.status == .created)
+            let long = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "long@example.org", "username": "long_pw", "password": String(repeating: "x", count: 129)])
+            #expect(long.status == .badRequest)
+        }
+    }
+
+    @Test func loginWorksWithEmailOrUsername() async throws {
+        try await withApp { app in
+            let account = try await app.register(username: "reader", email: "Reader@Example.org")
+            for login in ["reader", "READER", "reader@example.org", " Reader@Example.org "] {
+                let response = try await app.request(.post, "/v1/auth/login", json: ["login": login, "password": account.password])
+                #expect(response.status == .ok, "login as \(login)")
+                #expect(try response.jsonObject()["token"] is String)
+            }
+        }
+    }
+
+    @Test func loginWithWrongPasswordLooksLikeUnknownUser() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let wrong = try await app.request(.post, "/v1/auth/login", json: ["login": account.username, "password": "wrong password!"])
+            let unknown = try await app.request(.post, "/v1/auth/login", json: ["login": "nobody_here", "password": "wrong password!"])
+            #expect(wrong.status == .unauthorized)
+            #expect(unknown.status == .unauthorized)
+            #expect(String(buffer: wrong.body) == String(buffer: unknown.body))
+            #expect(try wrong.jsonObject()["type"] as? String == "https://bookworm.example/problems/invalid_credentials")
+        }
+    }
+
+    @Test func unknownLoginCostsAPasswordVerification() async throws {
+        // Timing parity: the unknown-account path must run Argon2 just like the wrong-password
+        // path. With costly parameters both take at least one hash's time.
+        let settings = PasswordHasher.Settings(memoryLimitBytes: 32 << 20, operationsLimit: 3, concurrency: 2, queueLimit: 8)
+        try await withApp(configure: { $0.hashing = settings }) { app in
+            let account = try await app.register()
+            let clock = ContinuousClock()
+            let hashTime = try clock.measure { _ = try PasswordHasher.hashNow("x", settings: settings) }
+            let unknown = try await clock.measure {
+                _ = try await app.request(.post, "/v1/auth/login", json: ["login": "ghost_user", "password": "wrong password!"])
+            }
+            let wrong = try await clock.measure {
+                _ = try await app.request(.post, "/v1/auth/login", json: ["login": account.username, "password": "wrong password!"])
+            }
+            #expect(unknown > hashTime * 0.5)
+            #expect(wrong > hashTime * 0.5)
+        }
+    }
+
+    @Test func meRequiresAValidToken() async throws {
+        try await withApp { app in
+            #expect(try await app.request(.get, "/v1/me").status == .unauthorized)
+            #expect(try await app.request(.get, "/v1/me", token: "bw_forged").status == .unauthorized)
+            let basic = try await app.request(.get, "/v1/me", headers: [.authorization: "Basic Zm9vOmJhcg=="])
+            #expect(basic.status == .unauthorized)
+            #expect(basic.isProblem)
+            let account = try await app.register()
+            let me = try await app.request(.get, "/v1/me", token: account.token)
+            #expect(me.status == .ok)
+            #expect(try me.jsonObject()["username"] as? String == account.username)
+        }
+    }
+
+    @Test func meAnswers304ForAMatchingETag() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let first = try await app.request(.get, "/v1/me", token: account.token)
+            let etag = try #require(first.headers[.eTag])
+            let second = try await app.request(.get, "/v1/me", token: account.token, headers: [.ifNoneMatch: etag])
+            #expect(second.status == .notModified)
+            #expect(second.body.readableBytes == 0)
+            _ = try await app.request(.patch, "/v1/me", json: ["bio": "changed"], token: account.token)
+            let third = try await app.request(.get, "/v1/me", token: account.token, headers: [.ifNoneMatch: etag])
+            #expect(third.status == .ok)
+        }
+    }
+
+    @Test func logoutRevokesOnlyThatToken() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let other = try await app.request(.post, "/v1/auth/login", json: ["login": account.username, "password": account.password])
+            let otherToken = try #require(try other.jsonObject()["token"] as? String)
+            #expect(try await app.request(.post, "/v1/auth/logout", token: account.token).status == .noContent)
+            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .unauthorized)
+            #expect(try await app.request(.get, "/v1/me", token: otherToken).status == .ok)
+        }
+    }
+
+    @Test func logoutAllRevokesEveryToken() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let other = try await app.request(.post, "/v1/auth/login", json: ["login": account.username, "password": account.password])
+            let otherToken = try #require(try other.jsonObject()["token"] as? String)
+            #expect(try await app.request(.post, "/v1/auth/logout-all", token: otherToken).status == .noContent)
+            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .unauthorized)
+            #expect(try await app.request(.get, "/v1/me", token: otherToken).status == .unauthorized)
+        }
+    }
+
+    @Test func idleTokenExpires() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await app.db.query("UPDATE sessions SET idle_expires_at = now() - interval '1 second'")
+            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .unauthorized)
+        }
+    }
+
+    @Test func absoluteExpiryWinsOverRecentUse() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await app.db.query("""
+                UPDATE sessions SET absolute_expires_at = now() - interval '1 second', last_used_at = now() - interval '1 hour'
+                """)
+            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .unauthorized)
+        }
+    }
+
+    @Test func useExtendsIdleExpiryButNotPastAbsolute() async throws {
+        try await withApp(configure: { $0.sessions = SessionPolicy(idleTimeout: 3600, absoluteTimeout: 7200) }) { app in
+            let account = try await app.register()
+            try await app.db.query("""
+                UPDATE sessions SET last_used_at = now() - interval '2 hours', idle_expires_at = now() + interval '1 minute',
+                                    absolute_expires_at = now() + interval '30 minutes'
+                """)
+            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .ok)
+            let rows = try await app.db.query("""
+                SELECT idle_expires_at > now() + interval '29 minutes', idle_expires_at <= absolute_expires_at FROM sessions
+                """)
+            for try await (extended, capped) in rows.decode((Bool, Bool).self) {
+                #expect(extended)
+                #expect(capped)
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import PostgresNIO
+import Testing
+@testable import Bookworm
+
+@Suite struct HTTPTests {
+    @Test func unknownRouteIsProblemJSON404() async throws {
+        try await withApp { app in
+            let response = try await app.request(.get, "/v1/no-such-thing")
+            #expect(response.status == .notFound)
+            #expect(response.isProblem)
+            #expect(try response.jsonObject()["status"] as? Int == 404)
+        }
+    }
+
+    @Test func wrongMethodIs405WithAllowHeader() async throws {
+        try await withApp { app in
+            let response = try await app.request(.delete, "/v1/auth/login")
+            #expect(response.status == .methodNotAllowed)
+            #expect(response.isProblem)
+            #expect(response.headers[.allow] == "POST")
+        }
+    }
+
+    @Test(arguments: ["{\"login\": x}", "{\"login\": \"a\",", "", "[1, 2]", "\"text\""])
+    func malformedJSONIs400NeverA500(body: String) async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/login", raw: body)
+            #expect(response.status == .badRequest)
+            #expect(response.isProblem)
+            let detail = try response.jsonObject()["detail"] as? String ?? ""
+            #expect(!detail.isEmpty)
+        }
+    }
+
+    @Test func malformedJSONSaysWhere() async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/login", raw: "{\"login\": x}")
+            let detail = try response.jsonObject()["detail"] as? String ?? ""
+            #expect(detail.contains("character 10"))
+        }
+    }
+
+    @Test func unknownFieldIsRejectedByName() async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "a@example.org", "username": "mallory", "password": "long enough password",
+                "is_admin": true, "id": "00000000-0000-0000-0000-000000000000",
+            ])
+            #expect(response.status == .badRequest)
+            #expect(try response.problemFields() == ["id", "is_admin"])
+        }
+    }
+
+    @Test func wrongFieldTypeNamesTheField() async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/login", json: ["login": 42, "password": "x"])
+            #expect(response.status == .badRequest)
+            #expect(try response.problemFields() == ["login"])
+        }
+    }
+
+    @Test func bodyOverTheLimitIs413() async throws {
+        try await withApp(configure: { $0.maxBodyBytes = 4096 }) { app in
+            let big = String(repeating: "a", count: 5000)
+            let response = try await app.request(.post, "/v1/auth/login", raw: "{\"login\": \"\(big)\", \"password\": \"x\"}")
+            #expect(response.status == .contentTooLarge)
+            #expect(response.isProblem)
+        }
+    }
+
+    @Test func defaultBodyLimitIsOneMebibyte() async throws {
+        try await withApp { app in
+            let big = String(repeating: "a", count: (1 << 20) + 10)
+            let response = try await app.request(.post, "/v1/auth/login", raw: "{\"login\": \"\(big)\"}")
+            #expect(response.status == .contentTooLarge)
+        }
+    }
+
+    @Test(arguments: ["text/plain", "application/x-www-form-urlencoded", "application/jsonp"])
+    func wrongMediaTypeIs415(type: String) async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/login", raw: "{}", headers: [.contentType: type])
+            #expect(response.status == .unsupportedMediaType)
+            #expect(response.isProblem)
+        }
+    }
+
+    @Test func jsonWithCharsetParameterIsAccepted() async throws {
+        try await withApp { app in
+            let response = try await app.request(.post, "/v1/auth/login", json: ["login": "nobody", "password": "whatever"],
+                                                 headers: [.contentType: "application/json; charset=utf-8"])
+            #expect(response.status == .unauthorized)
+        }
+    }
+
+    @Test func requestIDIsEchoedOrGenerated() async throws {
+        try await withApp { app in
+            let echoed = try await app.request(.get, "/health/live", headers: [.xRequestID: "abc-123"])
+            #expect(echoed.headers[.xRequestID] == "abc-123")
+            let generated = try await app.request(.get, "/v1/missing")
+            #expect(generated.headers[.xRequestID]?.count == 36)
+            let unsafe = try await app.request(.get, "/health/live", headers: [.xRequestID: "bad id\u{7f}"])
+            #expect(unsafe.headers[.xRequestID] != "bad id\u{7f}")
+        }
+    }
+
+    @Test func healthEndpointsAnswer() async throws {
+        try await withApp { app in
+            #expect(try await app.request(.get, "/health/live").status == .ok)
+            let ready = try await app.request(.get, "/health/ready")
+            #expect(ready.status == .ok)
+            #expect(try ready.jsonObject()["status"] as? String == "ready")
+        }
+    }
+
+    @Test func openAPIDocumentCoversEveryRoute() async throws {
+        let response: TestResponse = try await withAppValue { app in
+            try await app.request(.get, "/openapi.json")
+        }
+        #expect(response.status == .ok)
+        let document = try response.jsonObject()
+        #expect((document["openapi"] as? String)?.hasPrefix("3.1") == true)
+        let paths = document["paths"] as? [String: [String: Any]] ?? [:]
+        var documented = Set<String>()
+        for (path, operations) in paths {
+            for method in operations.keys { documented.insert("\(method.uppercased()) \(path)") }
+        }
+        let settings = DatabaseSettings(endpoint: .tcp(host: "127.0.0.1", port: 1), username: "x", password: nil, database: "x")
+        let logger = Logger(label: "test")
+        let parts = try makeRouter(config: Config(), client: settings.makeClient(logger: logger),
+                                   hasher: PasswordHasher(settings: .fastForTests), migrator: Migrator.bundled(), logger: logger)
+        let served = Set(parts.router.routes.map { route -> String in
+            let path = route.path.description.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
+            return "\(route.method.rawValue) /" + path.joined(separator: "/")
+        })
+        #expect(served.subtracting(documented).isEmpty, "undocumented: \(served.subtracting(documented).sorted())")
+        #expect(documented.subtracting(served).isEmpty, "documented but not served: \(documented.subtracting(served).sorted())")
+    }
+}
+
+/// `withApp` that hands back what the body returns.
+func withAppValue<T: Sendable>(_ body: @Sendable @escaping (TestApp) async throws -> T) async throws -> T {
+    let box = ResultBox<T>()
+    try await withApp { app in box.value = try await body(app) }
+    guard let value = box.value else { throw TestFailure("no value") }
+    return value
+}
+
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    var value: T?
+}
