@@ -49,9 +49,8 @@ let package = Package(
             name: "BookwormBench",
             dependencies: [
                 "Bookworm",
+                "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

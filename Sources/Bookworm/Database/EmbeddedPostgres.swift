@@ -46,9 +46,8 @@ public final class EmbeddedPostgres: Service, @unchecked Sendable {
         }
         if try run(bin + "/pg_ctl", ["-D", clusterDirectory, "status"], allowFailure: true) != 0 {
             logger.info("starting embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
-            // The server inherits pg_ctl's descriptors, so its output must not be a pipe we read.
             let started = try run(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
-                                                    "-w", "-t", "120", "start"], allowFailure: true, captureOutput: false)
+                                                    "-w", "-t", "120", "start"], allowFailure: true)
             guard started == 0 else {
                 let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
                 throw Failure(description: "PostgreSQL did not start: \(log.suffix(2000))")
@@ -145,31 +144,16 @@ public final class EmbeddedPostgres: Service, @unchecked Sendable {
         throw Failure(description: "PostgreSQL server binaries (initdb, pg_ctl) not found; run `make deps` or set DATABASE_URL")
     }
 
-    /// Runs a command (as `postgres` when we are root), returning its exit status. Output is
-    /// captured and included in the error when the command fails.
+    /// Runs a command (as `postgres` when we are root), returning its exit status; its output
+    /// is included in the error when it fails.
     @discardableResult
-    func run(_ executable: String, _ arguments: [String], allowFailure: Bool = false, asPostgres: Bool = true,
-             captureOutput: Bool = true) throws -> Int32 {
-        let process = Process()
-        if asPostgres && Self.isRoot {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", "postgres", "--", executable] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
+    func run(_ executable: String, _ arguments: [String], allowFailure: Bool = false, asPostgres: Bool = true) throws -> Int32 {
+        let result = asPostgres && Self.isRoot
+            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            : try ChildProcess.run(executable, arguments)
+        if result.status != 0 && !allowFailure {
+            throw Failure(description: "\((executable as NSString).lastPathComponent) failed (\(result.status)): \(result.output)")
         }
-        let output = Pipe()
-        process.standardOutput = captureOutput ? output : FileHandle.nullDevice
-        process.standardError = captureOutput ? output : FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let data = captureOutput ? output.fileHandleForReading.readDataToEndOfFile() : Data()
-        process.waitUntilExit()
-        let status = process.terminationStatus
-        if status != 0 && !allowFailure {
-            let text = String(decoding: data, as: UTF8.self)
-            throw Failure(description: "\((executable as NSString).lastPathComponent) failed (\(status)): \(text)")
-        }
-        return status
+        return result.status
     }
 }

@@ -1,0 +1,47 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a command to completion with `posix_spawn` + `waitpid`, its output going to a
+/// temporary file. Foundation's `Process` is avoided here on purpose: `pg_ctl start` leaves a
+/// daemon that inherits the child's descriptors, and `Process` was seen to never notice the
+/// child's exit in that case.
+enum ChildProcess {
+    struct Result {
+        let status: Int32
+        let output: String
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws -> Result {
+        let outputPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("bookworm-\(getpid())-\(UUID().uuidString).out").path
+        defer { unlink(outputPath) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        let argv = ([executable] + arguments).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") }
+        defer { environment.forEach { free($0) } }
+
+        var pid = pid_t()
+        let args = argv + [nil]
+        let env = environment + [nil]
+        let spawned = posix_spawn(&pid, executable, &actions, nil, args, env)
+        guard spawned == 0 else {
+            throw EmbeddedPostgres.Failure(description: "could not start \(executable): \(String(cString: strerror(spawned)))")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        // WIFEXITED / WEXITSTATUS by hand: the C macros are not imported.
+        let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return Result(status: exitCode, output: output)
+    }
+}

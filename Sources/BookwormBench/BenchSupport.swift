@@ -1,0 +1,85 @@
+import Foundation
+
+/// Small process helpers for the benchmarks: they drive real binaries (the release server,
+/// wrk, curl) the way an operator would.
+enum Shell {
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) failed: \(text)")
+        }
+        return text
+    }
+
+    static func which(_ name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// wrk's summary, parsed from its text output (`--latency`).
+struct WrkResult {
+    var requests = 0
+    var non2xx = 0
+    var seconds = 0.0
+    var p50Millis = 0.0
+    var p99Millis = 0.0
+
+    var successfulPerSecond: Double { Double(requests - non2xx) / max(seconds, 0.001) }
+
+    static func parse(_ text: String) -> WrkResult {
+        var result = WrkResult()
+        for line in text.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            if line.contains("requests in"), let count = Int(parts.first ?? "") {
+                result.requests = count
+                if let duration = parts.firstIndex(of: "in").map({ parts[$0 + 1] }) {
+                    result.seconds = Double(duration.trimmingCharacters(in: CharacterSet(charactersIn: "s,"))) ?? 0
+                    if duration.hasSuffix("ms,") { result.seconds /= 1000 }
+                    if duration.hasSuffix("m,") && !duration.hasSuffix("ms,") { result.seconds *= 60 }
+                }
+            } else if line.hasPrefix("Non-2xx"), let count = parts.last.flatMap({ Int($0) }) {
+                result.non2xx = count
+            } else if line.hasPrefix("50%"), parts.count == 2 {
+                result.p50Millis = millis(String(parts[1]))
+            } else if line.hasPrefix("99%"), parts.count == 2 {
+                result.p99Millis = millis(String(parts[1]))
+            }
+        }
+        return result
+    }
+
+    static func millis(_ text: String) -> Double {
+        if text.hasSuffix("us") { return (Double(text.dropLast(2)) ?? 0) / 1000 }
+        if text.hasSuffix("ms") { return Double(text.dropLast(2)) ?? 0 }
+        if text.hasSuffix("m") { return (Double(text.dropLast(1)) ?? 0) * 60_000 }
+        if text.hasSuffix("s") { return (Double(text.dropLast(1)) ?? 0) * 1000 }
+        return Double(text) ?? 0
+    }
+}
+
+/// A table printed with aligned columns.
+struct Table {
+    var rows: [[String]]
+
+    func render() -> String {
+        let widths = (0..<(rows.first?.count ?? 0)).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.enumerated().map { index, row in
+            let line = zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: " | ")
+            return index == 0 ? line + "\n" + widths.map { String(repeating: "-", count: $0) }.joined(separator: "-+-") : line
+        }.joined(separator: "\n")
+    }
+}

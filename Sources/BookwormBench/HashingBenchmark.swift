@@ -1,0 +1,131 @@
+import Bookworm
+import CSodium
+import Foundation
+
+/// `BookwormBench hashing`: (a) libsodium's raw Argon2id rate on N threads, (b) login throughput
+/// over HTTP with 32 clients, (c) `GET /v1/me` p99 idle and during the login storm, (d) the
+/// server's peak RSS, against the targets of the foundation issue.
+struct HashingBenchmark {
+    let seconds: Int
+    let clients: Int
+    let port: Int
+    let settings = PasswordHasher.Settings()
+    let password = "benchmark password 1"
+
+    func run() async throws {
+        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl") else {
+            throw Shell.Failure(description: "wrk and curl are needed: run `make bench-deps`")
+        }
+        let threads = settings.concurrency
+        print("Argon2id m=\(settings.memoryLimitBytes >> 20) MiB t=\(settings.operationsLimit), \(threads) hashing threads")
+        let raw = rawVerifyRate(threads: threads)
+        print(String(format: "raw libsodium rate: %.1f verifications/s", raw))
+
+        let server = try ServerUnderTest.start(port: port)
+        defer { server.stop() }
+        let base = "http://127.0.0.1:\(port)"
+        let token = try signIn(curl: curl, base: base)
+        let scripts = try WrkScripts(password: password, token: token)
+
+        let idle = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c4", "-d\(max(5, seconds / 2))s", "--latency", "-s", scripts.me, base + "/v1/me"]))
+        print(String(format: "idle /v1/me: p50 %.2f ms, p99 %.2f ms", idle.p50Millis, idle.p99Millis))
+
+        let storm = Process()
+        storm.executableURL = URL(fileURLWithPath: wrk)
+        storm.arguments = ["-t2", "-c\(clients)", "-d\(seconds)s", "--timeout", "10s", "--latency", "-s", scripts.login, base + "/v1/auth/login"]
+        let stormOutput = Pipe()
+        storm.standardOutput = stormOutput
+        try storm.run()
+        try await Task.sleep(for: .seconds(2))
+        let busy = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c4", "-d\(seconds - 4)s", "--latency", "-s", scripts.me, base + "/v1/me"]))
+        let stormText = String(decoding: stormOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        storm.waitUntilExit()
+        let logins = WrkResult.parse(stormText)
+        let peakRSS = server.peakRSSMiB()
+
+        let rssLimit = Double(threads * settings.memoryLimitBytes >> 20) + 200
+        let ratio = logins.successfulPerSecond / raw
+        print("")
+        print(Table(rows: [
+            ["measure", "value", "reference", "target", "met"],
+            ["(a) raw Argon2id verifications/s", String(format: "%.1f", raw), "-", "-", "-"],
+            ["(b) HTTP logins/s (\(clients) clients)", String(format: "%.1f", logins.successfulPerSecond),
+             String(format: "%.1f (a)", raw), String(format: ">= 70%% of (a): %.0f%%", ratio * 100), mark(ratio >= 0.7)],
+            ["    logins answered non-2xx", "\(logins.non2xx) of \(logins.requests)", "-", "-", "-"],
+            ["(c) /v1/me p99 idle", String(format: "%.2f ms", idle.p99Millis), "-", "-", "-"],
+            ["(c) /v1/me p99 during storm", String(format: "%.2f ms", busy.p99Millis),
+             String(format: "%.2f ms idle", idle.p99Millis), "<= 50 ms", mark(busy.p99Millis <= 50)],
+            ["(d) server peak RSS", String(format: "%.0f MiB", peakRSS), "-",
+             String(format: "<= %.0f MiB", rssLimit), mark(peakRSS <= rssLimit)],
+        ]).render())
+    }
+
+    private func mark(_ ok: Bool) -> String { ok ? "yes" : "NO" }
+
+    /// Verification is what a login costs, so that is the raw rate we compare against.
+    private func rawVerifyRate(threads: Int) -> Double {
+        var hash = [CChar](repeating: 0, count: Int(crypto_pwhash_STRBYTES))
+        let length = UInt64(password.utf8.count)
+        _ = password.withCString { crypto_pwhash_str(&hash, $0, length, UInt64(settings.operationsLimit), settings.memoryLimitBytes) }
+        let stored = String(cString: hash)
+        let deadline = Date().addingTimeInterval(Double(max(5, seconds / 2)))
+        let counts = Counters(threads)
+        let group = DispatchGroup()
+        let start = Date()
+        for index in 0..<threads {
+            let thread = Thread { [password] in
+                while Date() < deadline {
+                    _ = password.withCString { crypto_pwhash_str_verify(stored, $0, length) }
+                    counts.add(1, at: index)
+                }
+                group.leave()
+            }
+            group.enter()
+            thread.start()
+        }
+        group.wait()
+        return Double(counts.total) / Date().timeIntervalSince(start)
+    }
+
+    private func signIn(curl: String, base: String) throws -> String {
+        let register = "{\"email\":\"bench@example.org\",\"username\":\"bench\",\"password\":\"\(password)\"}"
+        _ = try? Shell.run(curl, ["-s", "-X", "POST", base + "/v1/auth/register", "-H", "content-type: application/json", "-d", register])
+        let login = "{\"login\":\"bench\",\"password\":\"\(password)\"}"
+        let text = try Shell.run(curl, ["-s", "-X", "POST", base + "/v1/auth/login", "-H", "content-type: application/json", "-d", login])
+        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let token = object["token"] as? String else {
+            throw Shell.Failure(description: "could not sign in: \(text)")
+        }
+        return token
+    }
+}
+
+/// Lua scripts for wrk, written to a temporary folder.
+struct WrkScripts {
+    let login: String
+    let me: String
+
+    init(password: String, token: String) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        login = dir.appendingPathComponent("login.lua").path
+        me = dir.appendingPathComponent("me.lua").path
+        try """
+            wrk.method = "POST"
+            wrk.headers["Content-Type"] = "application/json"
+            wrk.body = '{"login":"bench","password":"\(password)"}'
+            """.write(toFile: login, atomically: true, encoding: .utf8)
+        try """
+            wrk.headers["Authorization"] = "Bearer \(token)"
+            """.write(toFile: me, atomically: true, encoding: .utf8)
+    }
+}
+
+/// One counter per thread, each written only by its own thread, read after all have joined.
+final class Counters: @unchecked Sendable {
+    private var values: [Int]
+    private let lock = NSLock()
+    init(_ count: Int) { values = Array(repeating: 0, count: count) }
+    func add(_ amount: Int, at index: Int) { lock.withLock { values[index] += amount } }
+    var total: Int { lock.withLock { values.reduce(0, +) } }
+}

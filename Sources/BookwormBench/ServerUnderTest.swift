@@ -1,0 +1,66 @@
+import Foundation
+
+/// The release `bookworm serve` binary as a child process on the embedded database under
+/// `.bookworm/bench`, so the figures include the real HTTP stack, driver and PostgreSQL.
+final class ServerUnderTest {
+    let process: Process
+
+    private init(process: Process) { self.process = process }
+
+    static func start(port: Int) throws -> ServerUnderTest {
+        let binary = try releaseBinary()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["BOOKWORM_PORT"] = String(port)
+        environment["BOOKWORM_DATA_DIR"] = environment["BOOKWORM_BENCH_DATA_DIR"] ?? ".bookworm/bench"
+        environment["LOG_LEVEL"] = "warning"
+        // The benchmark's login storm is legitimate traffic from one address.
+        environment["BOOKWORM_HASH_QUEUE"] = environment["BOOKWORM_HASH_QUEUE"] ?? "256"
+        process.environment = environment
+        try process.run()
+        let server = ServerUnderTest(process: process)
+        try server.waitUntilReady(port: port)
+        return server
+    }
+
+    /// Built next to this benchmark by `make bench` (`swift build -c release --product bookworm`).
+    static func releaseBinary() throws -> String {
+        let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let candidate = here.appendingPathComponent("bookworm").path
+        if !FileManager.default.isExecutableFile(atPath: candidate), let swift = Shell.which("swift") {
+            print("building the release server (swift build -c release --product bookworm)…")
+            try Shell.run(swift, ["build", "-c", "release", "--product", "bookworm"])
+        }
+        guard FileManager.default.isExecutableFile(atPath: candidate) else {
+            throw Shell.Failure(description: "release server not found at \(candidate); run `make bench`")
+        }
+        return candidate
+    }
+
+    func waitUntilReady(port: Int) throws {
+        guard let curl = Shell.which("curl") else { throw Shell.Failure(description: "curl not found") }
+        let deadline = Date().addingTimeInterval(180)
+        while Date() < deadline {
+            if process.isRunning == false { throw Shell.Failure(description: "the server exited during start-up") }
+            if (try? Shell.run(curl, ["-sf", "http://127.0.0.1:\(port)/health/ready"])) != nil { return }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        throw Shell.Failure(description: "the server was not ready within 180 s")
+    }
+
+    /// VmHWM: the most resident memory the process ever had.
+    func peakRSSMiB() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kib = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return .nan }
+        return kib / 1024
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
