@@ -13,7 +13,7 @@ TEST_DATA_DIR ?= $(shell \
 	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
 	else echo "$(CURDIR)/.bookworm/test"; fi)
 
-.PHONY: deps bench-deps build run test bench stop-test-db clean
+.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -49,9 +49,22 @@ stop-test-db:
 		else $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; fi; \
 	fi
 
-bench: bench-deps
+bench-build: bench-deps
 	$(SWIFT) build -c release --product bookworm
-	$(SWIFT) run -c release BookwormBench hashing
+	$(SWIFT) build -c release --product BookwormBench
+
+bench: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench hashing
+	$(SWIFT) run -c release --skip-build BookwormBench catalog
+
+bench-hashing: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench hashing
+
+bench-catalog: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench catalog
+
+seed: deps
+	$(SWIFT) run bookworm seed
 
 clean:
 	$(SWIFT) package clean

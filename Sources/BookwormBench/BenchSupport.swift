@@ -24,6 +24,19 @@ enum Shell {
         return text
     }
 
+    /// Runs with the child's output going straight to ours (for progress bars).
+    static func runStreaming(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) failed")
+        }
+    }
+
     static func which(_ name: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         return path.split(separator: ":").map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }

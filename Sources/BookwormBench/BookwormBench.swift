@@ -6,7 +6,7 @@ struct BookwormBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
-        subcommands: [Hashing.self]
+        subcommands: [Hashing.self, Catalog.self]
     )
 }
 
@@ -20,5 +20,21 @@ struct Hashing: AsyncParsableCommand {
 
     func run() async throws {
         try await HashingBenchmark(seconds: seconds, clients: clients, port: port).run()
+    }
+}
+
+struct Catalog: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Library page 1 vs page 1000 latency; q-search throughput over HTTP vs pgbench on the same SQL.")
+
+    @Option(help: "Users to seed.") var users = 100_000
+    @Option(help: "Books to seed.") var books = 200_000
+    @Option(help: "Copies to seed (only what is missing is added).") var copies = 1_000_000
+    @Option(help: "Seconds for each load phase.") var seconds = 15
+    @Option(help: "Concurrent clients for the search comparison.") var clients = 16
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await CatalogBenchmark(users: users, books: books, copies: copies, seconds: seconds, clients: clients, port: port).run()
     }
 }

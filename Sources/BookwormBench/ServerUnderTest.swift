@@ -4,8 +4,16 @@ import Foundation
 /// `.bookworm/bench`, so the figures include the real HTTP stack, driver and PostgreSQL.
 final class ServerUnderTest {
     let process: Process
+    let environment: [String: String]
+    var dataDirectory: String {
+        let path = environment["BOOKWORM_DATA_DIR"] ?? ".bookworm/bench"
+        return path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
 
-    private init(process: Process) { self.process = process }
+    private init(process: Process, environment: [String: String]) {
+        self.process = process
+        self.environment = environment
+    }
 
     static func start(port: Int) throws -> ServerUnderTest {
         let binary = try releaseBinary()
@@ -18,9 +26,10 @@ final class ServerUnderTest {
         environment["LOG_LEVEL"] = "warning"
         // The benchmark's login storm is legitimate traffic from one address.
         environment["BOOKWORM_HASH_QUEUE"] = environment["BOOKWORM_HASH_QUEUE"] ?? "256"
+        environment["DATABASE_URL"] = nil
         process.environment = environment
         try process.run()
-        let server = ServerUnderTest(process: process)
+        let server = ServerUnderTest(process: process, environment: environment)
         try server.waitUntilReady(port: port)
         return server
     }

@@ -8,7 +8,7 @@ struct BookwormCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookworm",
         abstract: "The Bookworm book-exchange backend.",
-        subcommands: [Serve.self, Migrate.self],
+        subcommands: [Serve.self, Migrate.self, Seed.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -41,6 +41,25 @@ struct Migrate: AsyncParsableCommand {
 }
 
 extension MigrateAction: ExpressibleByArgument {}
+
+struct Seed: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Fill the database with realistic demo data.")
+
+    @Option(help: "Users to create.") var users = 1000
+    @Option(help: "Books (editions, with valid ISBNs) to create.") var books = 2000
+    @Option(help: "Copies to create, spread over the users and books.") var copies = 10000
+
+    func validate() throws {
+        guard users >= 0, books >= 0, copies >= 0 else { throw ValidationError("counts must not be negative") }
+        guard copies == 0 || (users > 0 && books > 0) else { throw ValidationError("copies need at least one user and one book") }
+    }
+
+    func run() async throws {
+        let config = try loadConfig()
+        let counts = Seeder.Counts(users: users, books: books, copies: copies)
+        print(try await runSeedCommand(counts, config: config, logger: Logger(label: "bookworm.seed")))
+    }
+}
 
 func loadConfig() throws -> Config {
     let config = try Config.fromEnvironment()

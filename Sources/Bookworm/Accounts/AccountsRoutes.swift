@@ -5,6 +5,7 @@ import Hummingbird
 /// `/v1/auth/*`, `/v1/me*` and `/v1/users/{username}` (API.md, Accounts).
 struct AccountsRoutes: Sendable {
     let service: AccountsService
+    let copies: CopiesStore
 
     func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
         group.post("auth/register", use: register)
@@ -91,9 +92,9 @@ struct AccountsRoutes: Sendable {
         guard username.count <= 30, let user = try await service.users.findByUsername(username) else {
             throw AppError.notFound("No user named \(username.prefix(30))")
         }
-        // Copies arrive with the catalog; until then nobody has any available.
         let profile = PublicUser(id: user.id, username: user.username, displayName: user.displayName,
-                                 bio: user.bio, createdAt: user.createdAt, availableCopies: 0)
+                                 bio: user.bio, createdAt: user.createdAt,
+                                 availableCopies: try await copies.availableCount(ownerID: user.id))
         return try .json(profile, for: request)
     }
 

@@ -68,7 +68,7 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
         client: client, users: AccountsStore(client: client, logger: logger), sessions: sessions,
         throttles: throttles, hasher: hasher, policy: config.throttles, logger: logger)
 
-    let router = Router(context: AppRequestContext.self)
+    let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
     router.add(middleware: AccessLogMiddleware(logger: logger))
     router.add(middleware: ProblemMiddleware())
@@ -76,6 +76,11 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
                  openAPIDocument: try SystemRoutes.loadOpenAPIDocument()).addRoutes(to: router)
     let v1 = router.group("v1")
     let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
-    AccountsRoutes(service: accounts).addRoutes(public: v1, authenticated: authenticated)
+    let books = BooksStore(client: client, logger: logger)
+    let copies = CopiesStore(client: client, logger: logger)
+    AccountsRoutes(service: accounts, copies: copies).addRoutes(public: v1, authenticated: authenticated)
+    BooksRoutes(books: books).addRoutes(public: v1, authenticated: authenticated)
+    CopiesRoutes(client: client, books: books, copies: copies, photos: PhotosStore(client: client, logger: logger),
+                 users: accounts.users).addRoutes(public: v1, authenticated: authenticated)
     return (router, [Housekeeping(sessions: sessions, throttles: throttles, logger: logger)])
 }

@@ -116,7 +116,9 @@ public final class EmbeddedPostgres: Service, @unchecked Sendable {
         guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
             throw Failure(description: "invalid database name \(name)")
         }
-        let client = settings(database: "postgres").makeClient(poolSize: 1, logger: logger)
+        var quiet = logger
+        quiet.logLevel = .error
+        let client = settings(database: "postgres").makeClient(poolSize: 1, logger: quiet)
         try await client.whileRunning { client in
             let rows = try await client.query("SELECT count(*) FROM pg_database WHERE datname = \(name)")
             var count = 0

@@ -10,18 +10,7 @@ public enum MigrateAction: String, CaseIterable, Sendable {
 /// Returns the report to print; throws (non-zero exit) on a failed file or a changed checksum.
 public func runMigrateCommand(_ action: MigrateAction, config: Config, logger: Logger) async throws -> String {
     let migrator = try Migrator.bundled()
-    var embedded: EmbeddedPostgres?
-    let settings: DatabaseSettings
-    if let url = config.databaseURL {
-        settings = try DatabaseSettings(url: url)
-    } else {
-        let cluster = EmbeddedPostgres(dataDirectory: config.dataDirectory, logger: logger)
-        settings = try await cluster.start(database: "bookworm")
-        embedded = cluster
-    }
-    defer { embedded?.stop() }
-    let client = settings.makeClient(poolSize: 2, logger: logger)
-    return try await client.whileRunning { client in
+    return try await withCommandDatabase(config: config, logger: logger) { client in
         switch action {
         case .up:
             let applied = try await migrator.up(client: client, logger: logger)
@@ -54,5 +43,38 @@ enum MigrationReport {
             lines.append(String(format: "%-8d %-10@ %-21@ %@", state.version, label, applied, fileName(state.version, state.name)))
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// For admin commands: a running client on `DATABASE_URL`, or on the embedded cluster (started
+/// for the command and stopped after it if it was not already running).
+public func withCommandDatabase<T: Sendable>(
+    config: Config, logger: Logger, poolSize: Int = 2, _ body: @Sendable (PostgresClient) async throws -> T
+) async throws -> T {
+    var embedded: EmbeddedPostgres?
+    let settings: DatabaseSettings
+    if let url = config.databaseURL {
+        settings = try DatabaseSettings(url: url)
+    } else {
+        let cluster = EmbeddedPostgres(dataDirectory: config.dataDirectory, logger: logger)
+        settings = try await cluster.start(database: "bookworm")
+        embedded = cluster
+    }
+    defer { embedded?.stop() }
+    return try await settings.makeClient(poolSize: poolSize, logger: logger).whileRunning(body)
+}
+
+/// `bookworm seed`: migrates when on the embedded cluster (as `serve` would), then seeds.
+public func runSeedCommand(_ counts: Seeder.Counts, config: Config, logger: Logger) async throws -> String {
+    let embedded = config.databaseURL == nil
+    return try await withCommandDatabase(config: config, logger: logger) { client in
+        let migrator = try Migrator.bundled()
+        if embedded { try await migrator.up(client: client, logger: logger) }
+        let pending = try await migrator.pending(client: client, logger: logger)
+        guard pending.isEmpty else { throw MigrationError.pending(pending.map(\.name)) }
+        let start = Date()
+        try await Seeder(client: client, logger: logger).run(counts)
+        return String(format: "Seeded %d users, %d books, %d copies in %.1f s. Every demo user's password is %@.",
+                      counts.users, counts.books, counts.copies, Date().timeIntervalSince(start), Seeder.demoPassword)
     }
 }

@@ -1,0 +1,173 @@
+import Foundation
+
+enum CopyCondition: String, CaseIterable, Sendable {
+    case new, likeNew = "like_new", good, fair, poor
+}
+
+enum CopyStatus: String, CaseIterable, Sendable {
+    case available, reserved, traded, withdrawn
+}
+
+/// A book (edition) as the API shows it.
+struct BookView: Encodable, Sendable {
+    let id: UUID
+    let isbn13: String?
+    let title: String
+    let authors: [String]
+    let publisher: String?
+    let publishedYear: Int?
+    let language: String?
+    let availableCopies: Int
+
+    enum CodingKeys: String, CodingKey {
+        case id, isbn13, isbn10, title, authors, publisher, language
+        case publishedYear = "published_year", availableCopies = "available_copies"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(isbn13, forKey: .isbn13)
+        try container.encode(isbn13.flatMap { try? ISBN($0) }?.isbn10, forKey: .isbn10)
+        try container.encode(title, forKey: .title)
+        try container.encode(authors, forKey: .authors)
+        try container.encode(publisher, forKey: .publisher)
+        try container.encode(publishedYear, forKey: .publishedYear)
+        try container.encode(language, forKey: .language)
+        try container.encode(availableCopies, forKey: .availableCopies)
+    }
+}
+
+struct BookSummary: Encodable, Sendable {
+    let id: UUID
+    let isbn13: String?
+    let title: String
+    let authors: [String]
+
+    enum CodingKeys: String, CodingKey { case id, isbn13, title, authors }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(isbn13, forKey: .isbn13)
+        try container.encode(title, forKey: .title)
+        try container.encode(authors, forKey: .authors)
+    }
+}
+
+/// Who owns a copy, as anyone may see it: never the email.
+struct OwnerSummary: Encodable, Sendable {
+    let id: UUID
+    let username: String
+    let displayName: String?
+
+    enum CodingKeys: String, CodingKey {
+        case id, username
+        case displayName = "display_name"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(username, forKey: .username)
+        try container.encode(displayName, forKey: .displayName)
+    }
+}
+
+struct CopyView: Encodable, Sendable {
+    let id: UUID
+    let book: BookSummary
+    let owner: OwnerSummary
+    let condition: String
+    let status: String
+    let notes: String?
+    let pinID: UUID?
+    let photoID: String?
+    let createdAt: Date
+    let updatedAt: Date
+    /// Keyset position, not part of the JSON.
+    let createdMicros: Int64
+
+    var cursor: Cursor { Cursor(micros: createdMicros, id: id) }
+
+    enum CodingKeys: String, CodingKey {
+        case id, book, owner, condition, status, notes
+        case pinID = "pin_id", photoURL = "photo_url", createdAt = "created_at", updatedAt = "updated_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(book, forKey: .book)
+        try container.encode(owner, forKey: .owner)
+        try container.encode(condition, forKey: .condition)
+        try container.encode(status, forKey: .status)
+        try container.encode(notes, forKey: .notes)
+        try container.encode(pinID?.apiString, forKey: .pinID)
+        try container.encode(photoID.map { "/v1/photos/\($0)" }, forKey: .photoURL)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(updatedAt, forKey: .updatedAt)
+    }
+}
+
+/// Validated input for a new edition.
+struct NewBook: Sendable {
+    let isbn: ISBN?
+    let title: String
+    let authors: [String]
+    let publisher: String?
+    let publishedYear: Int?
+    let language: String?
+}
+
+struct CreateBookBody: StrictBody {
+    let isbn: String?
+    let title: String
+    let authors: [String]
+    let publisher: String?
+    let publishedYear: Int?
+    let language: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case isbn, title, authors, publisher, language
+        case publishedYear = "published_year"
+    }
+}
+
+struct CreateCopyBody: StrictBody {
+    let bookID: UUID?
+    let isbn: String?
+    let title: String?
+    let authors: [String]?
+    let publisher: String?
+    let publishedYear: Int?
+    let language: String?
+    let condition: String
+    let notes: String?
+    let pinID: UUID?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case isbn, title, authors, publisher, language, condition, notes
+        case bookID = "book_id", publishedYear = "published_year", pinID = "pin_id"
+    }
+}
+
+struct UpdateCopyBody: StrictBody {
+    var condition: String?
+    var status: String?
+    var notes: FieldUpdate<String> = .unchanged
+    var pinID: FieldUpdate<UUID> = .unchanged
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case condition, status, notes
+        case pinID = "pin_id"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        condition = try container.decodeIfPresent(String.self, forKey: .condition)
+        status = try container.decodeIfPresent(String.self, forKey: .status)
+        notes = try FieldUpdate(container, .notes)
+        pinID = try FieldUpdate(container, .pinID)
+    }
+}

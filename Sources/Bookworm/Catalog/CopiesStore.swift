@@ -1,0 +1,155 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What the library may be narrowed by.
+struct CopyFilter: Sendable {
+    var words: [String]?
+    var isbn13: String?
+    var condition: String?
+    var ownerID: UUID?
+    /// Nil: available copies only (the library). Set: the owner's own list, every status.
+    var includeAllStatuses = false
+}
+
+/// SQL for copies. Ownership is checked here, under a row lock, so a check and the change it
+/// guards cannot be separated by a concurrent request.
+struct CopiesStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    static let columns = """
+        c.id, c.condition, c.status, c.notes, c.pin_id, c.photo_id, c.created_at, c.updated_at,
+        (EXTRACT(EPOCH FROM c.created_at) * 1000000)::int8,
+        b.id, b.isbn13, b.title, b.authors, u.id, u.username, u.display_name
+        """
+    static let joins = "FROM copies c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id"
+
+    typealias Row = (UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
+                     UUID, String?, String, [String], UUID, String, String?)
+
+    static func view(_ row: Row) -> CopyView {
+        CopyView(id: row.0, book: BookSummary(id: row.9, isbn13: row.10, title: row.11, authors: row.12),
+                 owner: OwnerSummary(id: row.13, username: row.14, displayName: row.15),
+                 condition: row.1, status: row.2, notes: row.3, pinID: row.4, photoID: row.5,
+                 createdAt: row.6, updatedAt: row.7, createdMicros: row.8)
+    }
+
+    func create(ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
+                on connection: PostgresConnection) async throws -> CopyView {
+        do {
+            let rows = try await connection.query("""
+                INSERT INTO copies (owner_id, book_id, condition, notes, pin_id)
+                VALUES (\(ownerID), \(bookID), \(condition.rawValue), \(notes), \(pinID))
+                RETURNING id
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) {
+                if let copy = try await get(id, connection: connection) { return copy }
+            }
+        } catch let error as PSQLError where error.sqlState == "23503" {
+            throw AppError.unprocessable("book_id: no book with id \(bookID.apiString)")
+        }
+        throw AppError.unavailable("copy insert returned no row")
+    }
+
+    func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> CopyView? {
+        let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE c.id = \(id)"
+        let rows: PostgresRowSequence
+        if let connection {
+            rows = try await connection.query(query, logger: logger)
+        } else {
+            rows = try await client.query(query, logger: logger)
+        }
+        for try await row in rows.decode(Row.self) { return Self.view(row) }
+        return nil
+    }
+
+    /// Newest first by keyset; one query per page whatever its length.
+    func list(_ filter: CopyFilter, page: PageRequest) async throws -> Page<CopyView> {
+        let rows = try await client.query(Self.listStatement(filter, limit: page.limit + 1, after: page.after).query, logger: logger)
+        var collected: [CopyView] = []
+        for try await row in rows.decode(Row.self) { collected.append(Self.view(row)) }
+        return page.page(collected, cursor: \.cursor, item: { $0 })
+    }
+
+    /// Built as text plus values so the benchmark can hand the identical SQL to pgbench.
+    static func listStatement(_ filter: CopyFilter, limit: Int, after: Cursor?) -> SQLStatement {
+        SQLStatement(sql: """
+            SELECT \(columns) \(joins)
+            WHERE ($1 OR c.status = 'available')
+              AND ($2::uuid IS NULL OR c.owner_id = $2)
+              AND ($3::text IS NULL OR b.isbn13 = $3)
+              AND ($4::text IS NULL OR c.condition = $4)
+              AND ($5::text[] IS NULL OR b.search @@ bookworm_search_query($5))
+              AND ($6::int8 IS NULL OR (c.created_at, c.id) < (timestamptz 'epoch' + $6 * interval '1 microsecond', $7))
+            ORDER BY c.created_at DESC, c.id DESC
+            LIMIT $8
+            """, values: [
+                .bool(filter.includeAllStatuses), .uuid(filter.ownerID), .text(filter.isbn13), .text(filter.condition),
+                .textArray(filter.words), .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit),
+            ])
+    }
+
+    /// Locks the copy and checks its owner: 404 when missing, 403 when someone else's.
+    func lockOwned(_ id: UUID, by userID: UUID, on connection: PostgresConnection) async throws -> String? {
+        let rows = try await connection.query("SELECT owner_id, photo_id FROM copies WHERE id = \(id) FOR UPDATE",
+                                              logger: logger)
+        for try await (owner, photo) in rows.decode((UUID, String?).self) {
+            guard owner == userID else { throw AppError.forbidden("This copy belongs to someone else") }
+            return photo
+        }
+        throw AppError.notFound("No copy with id \(id.apiString)")
+    }
+
+    func update(_ id: UUID, condition: CopyCondition?, status: CopyStatus?, notes: FieldUpdate<String>,
+                pinID: FieldUpdate<UUID>, on connection: PostgresConnection) async throws {
+        let (setNotes, notesValue) = notes.parts
+        let (setPin, pinValue) = pinID.parts
+        try await connection.query("""
+            UPDATE copies SET
+                condition = coalesce(\(condition?.rawValue), condition),
+                status = coalesce(\(status?.rawValue), status),
+                notes = CASE WHEN \(setNotes) THEN \(notesValue) ELSE notes END,
+                pin_id = CASE WHEN \(setPin) THEN \(pinValue) ELSE pin_id END,
+                updated_at = clock_timestamp()
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    func delete(_ id: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM copies WHERE id = \(id)", logger: logger)
+    }
+
+    func setPhoto(_ id: UUID, photoID: String?, on connection: PostgresConnection) async throws {
+        try await connection.query("UPDATE copies SET photo_id = \(photoID), updated_at = clock_timestamp() WHERE id = \(id)",
+                                   logger: logger)
+    }
+
+    func availableCount(ownerID: UUID) async throws -> Int {
+        let rows = try await client.query(
+            "SELECT count(*)::int8 FROM copies WHERE owner_id = \(ownerID) AND status = 'available'", logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+}
+
+extension FieldUpdate {
+    /// (whether to set, the value to set) for a `CASE WHEN` in SQL.
+    var parts: (Bool, Value?) {
+        switch self {
+        case .unchanged: (false, nil)
+        case .set(let value): (true, value)
+        }
+    }
+}
+
+/// What the catalog benchmark needs to compare the service with pgbench on the same SQL.
+public enum CatalogBenchmarkSQL {
+    /// The library search the server runs for `GET /v1/copies?q=<query>&limit=<limit>`, with
+    /// its parameters written in as literals.
+    public static func librarySearch(query: String, limit: Int) -> String {
+        var filter = CopyFilter()
+        filter.words = CatalogValidation.searchWords(query)
+        return CopiesStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Hummingbird
+
+/// One page of a list: `{"data": [...], "next_cursor": "…" | null}`.
+struct Page<Item: Encodable & Sendable>: Encodable, Sendable {
+    let data: [Item]
+    let nextCursor: String?
+
+    enum CodingKeys: String, CodingKey {
+        case data
+        case nextCursor = "next_cursor"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(data, forKey: .data)
+        try container.encode(nextCursor, forKey: .nextCursor)
+    }
+}
+
+/// A keyset position: the sort timestamp in microseconds and the row id that breaks ties.
+/// Opaque to clients (base64url); page N costs what page 1 costs.
+struct Cursor: Equatable, Sendable {
+    let micros: Int64
+    let id: UUID
+
+    var encoded: String { SecureRandom.base64URL(Array("\(micros):\(id.apiString)".utf8)) }
+
+    init(micros: Int64, id: UUID) {
+        self.micros = micros
+        self.id = id
+    }
+
+    init(encoded text: String) throws {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard text.count <= 128, let data = Data(base64Encoded: base64),
+              let decoded = String(data: data, encoding: .utf8) else {
+            throw AppError.invalid("cursor", "is malformed")
+        }
+        let parts = decoded.split(separator: ":")
+        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])) else {
+            throw AppError.invalid("cursor", "is malformed")
+        }
+        self.init(micros: micros, id: id)
+    }
+}
+
+/// `?limit=` and `?cursor=` as API.md defines them.
+struct PageRequest: Sendable {
+    let limit: Int
+    let after: Cursor?
+
+    static let defaultLimit = 20
+    static let maxLimit = 100
+
+    init(_ request: Request) throws {
+        let query = request.uri.queryParameters
+        if let raw = query["limit"] {
+            guard let value = Int(String(raw)), (1...Self.maxLimit).contains(value) else {
+                throw AppError.invalid("limit", "must be a whole number from 1 to \(Self.maxLimit)")
+            }
+            limit = value
+        } else {
+            limit = Self.defaultLimit
+        }
+        after = try query["cursor"].map { try Cursor(encoded: String($0)) }
+    }
+
+    /// Trims the one extra row fetched to learn whether another page exists.
+    func page<Row, Item: Encodable & Sendable>(_ rows: [Row], cursor: (Row) -> Cursor, item: (Row) -> Item) -> Page<Item> {
+        let visible = Array(rows.prefix(limit))
+        let next = rows.count > limit ? visible.last.map { cursor($0).encoded } : nil
+        return Page(data: visible.map(item), nextCursor: next)
+    }
+}
+
+extension Request {
+    /// A query parameter as trimmed text, nil when absent or empty; over `maxLength` is a 400.
+    func queryText(_ name: String, maxLength: Int = 200) throws -> String? {
+        guard let raw = uri.queryParameters[Substring(name)] else { return nil }
+        let value = String(raw).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard value.count <= maxLength else { throw AppError.invalid(name, "must be at most \(maxLength) characters") }
+        return value.isEmpty ? nil : value
+    }
+}

@@ -1,0 +1,98 @@
+import Bookworm
+import Foundation
+
+/// `BookwormBench catalog`: on a seeded library (default 1,000,000 copies / 200,000 books /
+/// 100,000 users), (a) page 1 vs page 1,000 latency by cursor, (b) `q` search throughput over
+/// HTTP at 16 clients vs pgbench running the same SQL at the same concurrency.
+struct CatalogBenchmark {
+    let users: Int
+    let books: Int
+    let copies: Int
+    let seconds: Int
+    let clients: Int
+    let port: Int
+    let query = "shadow garc"
+
+    func run() async throws {
+        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
+              let psql = Shell.which("psql") else {
+            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
+        }
+        let server = try ServerUnderTest.start(port: port)
+        defer { server.stop() }
+        let database = BenchDatabase(psql: psql, socketDirectory: server.dataDirectory + "/postgres")
+        let existing = try database.scalar("SELECT count(*) FROM copies")
+        if existing < copies {
+            print("seeding \(users) users, \(books) books, \(copies - existing) copies…")
+            try Shell.runStreaming(try ServerUnderTest.releaseBinary(),
+                                   ["seed", "--users", "\(users)", "--books", "\(books)", "--copies", "\(copies - existing)"],
+                                   environment: server.environment)
+        }
+        print("library: \(try database.scalar("SELECT count(*) FROM copies WHERE status = 'available'")) available copies")
+        let base = "http://127.0.0.1:\(port)"
+
+        let cursor = try walkPages(curl: curl, base: base, pages: 999)
+        let page1 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", base + "/v1/copies?limit=20"]))
+        let page1000 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency",
+                                                           base + "/v1/copies?limit=20&cursor=\(cursor)"]))
+
+        let encoded = query.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? query
+        let http = WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(seconds)s", "--latency",
+                                                       base + "/v1/copies?limit=20&q=\(encoded)"]))
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-library-\(getpid()).sql").path
+        try (CatalogBenchmarkSQL.librarySearch(query: query, limit: 20) + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
+        let pg = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds)
+
+        let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)
+        let share = http.successfulPerSecond / max(pg, 0.001)
+        print("")
+        print(Table(rows: [
+            ["measure", "value", "reference", "target", "met"],
+            ["(a) library page 1 p50", String(format: "%.2f ms", page1.p50Millis), "-", "-", "-"],
+            ["(a) library page 1000 p50 (cursor)", String(format: "%.2f ms", page1000.p50Millis),
+             String(format: "%.2f ms page 1", page1.p50Millis), String(format: "ratio <= 1.3: %.2f", ratio), ratio <= 1.3 ? "yes" : "NO"],
+            ["(b) q=\"\(query)\" over HTTP, \(clients) clients", String(format: "%.0f req/s", http.successfulPerSecond),
+             String(format: "%.0f tx/s pgbench", pg), String(format: ">= 50%%: %.0f%%", share * 100), share >= 0.5 ? "yes" : "NO"],
+            ["    HTTP p50 / p99", String(format: "%.2f / %.2f ms", http.p50Millis, http.p99Millis), "-", "-", "-"],
+            ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
+        ]).render())
+    }
+
+    /// Follows `next_cursor` from page 1, as a client scrolling would; returns the cursor of
+    /// the page after the last one walked.
+    private func walkPages(curl: String, base: String, pages: Int) throws -> String {
+        var cursor = ""
+        for index in 0..<pages {
+            let url = base + "/v1/copies?limit=20" + (cursor.isEmpty ? "" : "&cursor=\(cursor)")
+            let text = try Shell.run(curl, ["-sf", url])
+            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+                  let next = object["next_cursor"] as? String else {
+                throw Shell.Failure(description: "the library ended after \(index + 1) pages")
+            }
+            cursor = next
+        }
+        return cursor
+    }
+}
+
+/// psql and pgbench against the server-under-test's embedded cluster (through its socket).
+struct BenchDatabase {
+    let psql: String
+    let socketDirectory: String
+
+    func scalar(_ sql: String) throws -> Int {
+        let text = try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-tAc", sql])
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    /// Transactions per second pgbench reaches running `script` on `clients` connections.
+    func pgbench(_ pgbench: String, script: String, clients: Int, seconds: Int) throws -> Double {
+        let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-c", "\(clients)", "-j", "2",
+                                           "-T", "\(seconds)", "-f", script, "bookworm"])
+        let line = text.split(separator: "\n").first { $0.hasPrefix("tps = ") }
+        guard let value = line?.split(separator: " ").dropFirst(2).first.flatMap({ Double($0) }) else {
+            throw Shell.Failure(description: "could not read pgbench's tps: \(text)")
+        }
+        return value
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PostgresNIO
+import Testing
+@testable import Bookworm
+
+extension TestApp {
+    @discardableResult
+    func addCopy(_ token: String, title: String = "A Book", authors: [String] = ["Someone"], isbn: String? = nil,
+                 condition: String = "good") async throws -> [String: Any] {
+        var body: [String: any Sendable] = ["title": title, "authors": authors, "condition": condition]
+        if let isbn { body["isbn"] = isbn }
+        let response = try await request(.post, "/v1/me/copies", json: body, token: token)
+        guard response.status == .created else { throw TestFailure("add copy: \(response.status) \(String(buffer: response.body))") }
+        return try response.jsonObject()
+    }
+
+    func page(_ path: String) async throws -> (ids: [String], next: String?) {
+        let body = try await request(.get, path).jsonObject()
+        let data = body["data"] as? [[String: Any]] ?? []
+        return (data.compactMap { $0["id"] as? String }, body["next_cursor"] as? String)
+    }
+}
+
+/// Minimal valid headers of each accepted format.
+enum SampleImage {
+    static let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) + Data(repeating: 1, count: 64)
+    static let jpeg = Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 2, count: 64)
+}
+
+@Suite struct LibraryTests {
+    @Test func someoneElsesCopyCannotBeChangedDeletedOrPhotographed() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let intruder = try await app.register()
+            let copy = try await app.addCopy(owner.token, condition: "good")
+            let id = try #require(copy["id"] as? String)
+            let patch = try await app.request(.patch, "/v1/copies/\(id)", json: ["condition": "poor"], token: intruder.token)
+            #expect(patch.status == .forbidden)
+            let delete = try await app.request(.delete, "/v1/copies/\(id)", token: intruder.token)
+            #expect(delete.status == .forbidden)
+            let photo = try await app.client.executeRequest(uri: "/v1/copies/\(id)/photo", method: .put,
+                headers: [.contentType: "image/png", .authorization: "Bearer \(intruder.token)"], body: ByteBuffer(bytes: SampleImage.png))
+            #expect(photo.status == .forbidden)
+            let after = try await app.request(.get, "/v1/copies/\(id)").jsonObject()
+            #expect(after["condition"] as? String == "good")
+            #expect(after["photo_url"] is NSNull)
+            #expect(after["updated_at"] as? String == copy["updated_at"] as? String)
+        }
+    }
+
+    @Test func ownerCanPatchAndDelete() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let id = try #require(try await app.addCopy(owner.token)["id"] as? String)
+            let patch = try await app.request(.patch, "/v1/copies/\(id)", json: ["status": "reserved", "notes": "held for Ann"], token: owner.token)
+            #expect(patch.status == .ok)
+            #expect(try patch.jsonObject()["status"] as? String == "reserved")
+            #expect(try await app.page("/v1/copies").ids.isEmpty)
+            #expect(try await app.request(.get, "/v1/me/copies", token: owner.token).jsonObject()["data"] as? [Any] != nil)
+            #expect(try await app.request(.delete, "/v1/copies/\(id)", token: owner.token).status == .noContent)
+            #expect(try await app.request(.get, "/v1/copies/\(id)").status == .notFound)
+        }
+    }
+
+    @Test func accentlessSearchFindsAccentedAuthorWithPrefixOnLastWord() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await app.addCopy(account.token, title: "Cien años de soledad", authors: ["Gabriel García Márquez"])
+            try await app.addCopy(account.token, title: "Unrelated", authors: ["Someone Else"])
+            for query in ["garcia marquez", "GARCIA", "gabriel garc", "anos soled", "Márquez"] {
+                let found = try await app.page("/v1/copies?q=\(query.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? "")")
+                #expect(found.ids.count == 1, "query \(query)")
+            }
+            #expect(try await app.page("/v1/copies?q=tolstoy").ids.isEmpty)
+            #expect(try await app.request(.get, "/v1/copies?q=%27%3B%20DROP%20TABLE%20copies%3B--").status == .ok)
+        }
+    }
+
+    @Test func libraryFiltersByISBNAndCondition() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await app.addCopy(account.token, title: "Signals", isbn: "0306406152", condition: "good")
+            try await app.addCopy(account.token, title: "Signals", isbn: "9780306406157", condition: "poor")
+            try await app.addCopy(account.token, title: "Other", condition: "good")
+            #expect(try await app.page("/v1/copies?isbn=0-306-40615-2").ids.count == 2)
+            #expect(try await app.page("/v1/copies?isbn=9780306406157&condition=poor").ids.count == 1)
+            #expect(try await app.request(.get, "/v1/copies?isbn=123").status == .badRequest)
+            #expect(try await app.request(.get, "/v1/copies?condition=mint").status == .badRequest)
+        }
+    }
+
+    @Test func cursorPagesNeverRepeatOrSkipWhileCopiesArrive() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            var expected: [String] = []
+            for index in 0..<25 { expected.append(try await app.addCopy(account.token, title: "Book \(index)")["id"] as? String ?? "") }
+            var seen: [String] = []
+            var cursor: String? = nil
+            repeat {
+                let path = "/v1/copies?limit=7" + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try await app.page(path)
+                seen += page.ids
+                cursor = page.next
+                try await app.addCopy(account.token, title: "Newer")
+            } while cursor != nil
+            #expect(seen == expected.reversed())
+        }
+    }
+
+    @Test func badCursorOrLimitIs400() async throws {
+        try await withApp { app in
+            for query in ["cursor=not-a-cursor", "cursor=%00%01", "limit=0", "limit=101", "limit=ten"] {
+                let response = try await app.request(.get, "/v1/copies?\(query)")
+                #expect(response.status == .badRequest, "\(query)")
+                #expect(response.isProblem)
+            }
+        }
+    }
+
+    @Test func listPagesAnswer304ForAMatchingETag() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await app.addCopy(account.token)
+            let first = try await app.request(.get, "/v1/copies")
+            let etag = try #require(first.headers[.eTag])
+            #expect(try await app.request(.get, "/v1/copies", headers: [.ifNoneMatch: etag]).status == .notModified)
+            try await app.addCopy(account.token)
+            #expect(try await app.request(.get, "/v1/copies", headers: [.ifNoneMatch: etag]).status == .ok)
+        }
+    }
+
+    @Test func userCopiesListsOnlyThatUsersAvailableCopies() async throws {
+        try await withApp { app in
+            let ann = try await app.register()
+            let bob = try await app.register()
+            try await app.addCopy(ann.token)
+            let withdrawn = try await app.addCopy(ann.token)
+            try await app.addCopy(bob.token)
+            _ = try await app.request(.patch, "/v1/copies/\(withdrawn["id"] as? String ?? "")", json: ["status": "withdrawn"], token: ann.token)
+            #expect(try await app.page("/v1/users/\(ann.username)/copies").ids.count == 1)
+            #expect(try await app.request(.get, "/v1/users/nobody_xyz/copies").status == .notFound)
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import Bookworm
+
+@Suite struct SeedTests {
+    @Test func seedCreatesValidUsersBooksAndCopies() async throws {
+        try await withTestDatabase { _, client in
+            try await Seeder(client: client, logger: Logger(label: "seed")).run(.init(users: 12, books: 30, copies: 7000))
+            var counts: [Int] = []
+            for table in ["users", "books", "copies"] {
+                for try await count in try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM \(table)")).decode(Int.self) {
+                    counts.append(count)
+                }
+            }
+            #expect(counts == [12, 30, 7000])
+            for try await isbn in try await client.query("SELECT isbn13 FROM books").decode(String.self) {
+                #expect((try? ISBN(isbn))?.isbn13 == isbn)
+            }
+            let spread = try await client.query("SELECT count(DISTINCT owner_id)::int8, count(DISTINCT book_id)::int8 FROM copies")
+            for try await (owners, books) in spread.decode((Int, Int).self) {
+                #expect(owners == 12)
+                #expect(books > 20)
+            }
+        }
+    }
+
+    @Test func seededUsersCanSignInWithTheDemoPassword() async throws {
+        try await withApp { app in
+            try await Seeder(client: app.db, logger: Logger(label: "seed")).run(.init(users: 2, books: 1, copies: 1))
+            var username = ""
+            for try await name in try await app.db.query("SELECT username FROM users LIMIT 1").decode(String.self) { username = name }
+            let login = try await app.request(.post, "/v1/auth/login", json: ["login": username, "password": Seeder.demoPassword])
+            #expect(login.status == .ok)
+        }
+    }
+}
