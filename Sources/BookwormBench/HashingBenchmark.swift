@@ -18,8 +18,8 @@ struct HashingBenchmark {
         }
         let threads = settings.concurrency
         print("Argon2id m=\(settings.memoryLimitBytes >> 20) MiB t=\(settings.operationsLimit), \(threads) hashing threads")
-        let raw = rawVerifyRate(threads: threads)
-        print(String(format: "raw libsodium rate: %.1f verifications/s", raw))
+        let rawBefore = rawVerifyRate(threads: threads)
+        print(String(format: "raw libsodium rate: %.1f verifications/s", rawBefore))
 
         let server = try ServerUnderTest.start(port: port)
         defer { server.stop() }
@@ -42,13 +42,18 @@ struct HashingBenchmark {
         storm.waitUntilExit()
         let logins = WrkResult.parse(stormText)
         let peakRSS = server.peakRSSMiB()
+        server.stop()
+        // This machine's speed drifts; the reference is the better of a run before and after.
+        let rawAfter = rawVerifyRate(threads: threads)
+        let raw = max(rawBefore, rawAfter)
 
         let rssLimit = Double(threads * settings.memoryLimitBytes >> 20) + 200
         let ratio = logins.successfulPerSecond / raw
         print("")
         print(Table(rows: [
             ["measure", "value", "reference", "target", "met"],
-            ["(a) raw Argon2id verifications/s", String(format: "%.1f", raw), "-", "-", "-"],
+            ["(a) raw Argon2id verifications/s", String(format: "%.1f", raw),
+             String(format: "best of %.1f before, %.1f after", rawBefore, rawAfter), "-", "-"],
             ["(b) HTTP logins/s (\(clients) clients)", String(format: "%.1f", logins.successfulPerSecond),
              String(format: "%.1f (a)", raw), String(format: ">= 70%% of (a): %.0f%%", ratio * 100), mark(ratio >= 0.7)],
             ["    logins answered non-2xx", "\(logins.non2xx) of \(logins.requests)", "-", "-", "-"],

@@ -109,7 +109,7 @@ enum HashingThread {
         #if os(Linux)
         if pthread_getspecific(key.value) == nil {
             // On Linux the nice value is per thread, and `who == 0` names the calling thread.
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
             pthread_setspecific(key.value, UnsafeRawPointer(bitPattern: 1))
         }
         #endif
