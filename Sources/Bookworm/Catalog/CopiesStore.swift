@@ -80,7 +80,7 @@ struct CopiesStore: Sendable {
               AND ($2::uuid IS NULL OR c.owner_id = $2)
               AND ($3::text IS NULL OR b.isbn13 = $3)
               AND ($4::text IS NULL OR c.condition = $4)
-              AND ($5::text[] IS NULL OR b.search @@ bookworm_search_query($5))
+              AND ($5::text[] IS NULL OR c.search @@ bookworm_search_query($5))
               AND ($6::int8 IS NULL OR (c.created_at, c.id) < (timestamptz 'epoch' + $6 * interval '1 microsecond', $7))
             ORDER BY c.created_at DESC, c.id DESC
             LIMIT $8

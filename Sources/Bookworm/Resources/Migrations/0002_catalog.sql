@@ -1,4 +1,5 @@
--- Catalog: editions (books), the copies people own, and their photos.
+-- Catalog: editions (books), the copies people own, and their photos. Books are never
+-- edited after creation (find-or-create), which is what lets copies keep a copy of their search text.
 
 CREATE EXTENSION IF NOT EXISTS unaccent;
 
@@ -59,11 +60,26 @@ CREATE TABLE copies (
     -- Validated against the owner's pins once pins exist.
     pin_id      uuid,
     photo_id    text REFERENCES photos (id),
+    -- The book's search document, copied here by trigger, so that the library search is one
+    -- index on one table and the planner can weigh "few matches" against "newest first".
+    search      tsvector,
     created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at  timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+
+CREATE FUNCTION copies_take_book_search() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+    BEGIN
+        SELECT b.search INTO NEW.search FROM books b WHERE b.id = NEW.book_id;
+        RETURN NEW;
+    END
+    $$;
+CREATE TRIGGER copies_book_search BEFORE INSERT OR UPDATE OF book_id ON copies
+    FOR EACH ROW EXECUTE FUNCTION copies_take_book_search();
 -- The library: available copies, newest first, keyset-paginated.
 CREATE INDEX copies_library_idx ON copies (created_at DESC, id DESC) WHERE status = 'available';
 CREATE INDEX copies_owner_idx ON copies (owner_id, created_at DESC, id DESC);
 CREATE INDEX copies_book_available_idx ON copies (book_id, created_at DESC, id DESC) WHERE status = 'available';
+CREATE INDEX copies_search_idx ON copies USING gin (search) WHERE status = 'available';
 CREATE INDEX copies_photo_idx ON copies (photo_id) WHERE photo_id IS NOT NULL;
