@@ -1,3 +1,4 @@
+import Bookworm
 import Foundation
 
 /// Small process helpers for the benchmarks: they drive real binaries (the release server,
@@ -5,23 +6,14 @@ import Foundation
 enum Shell {
     struct Failure: Error, CustomStringConvertible { let description: String }
 
+    /// Runs to completion and returns the output (see `ChildProcess` for why not `Process`).
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) failed: \(text)")
+    static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let result = try ChildProcess.run(executable, arguments)
+        guard result.status == 0 else {
+            throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) failed: \(result.output)")
         }
-        return text
+        return result.output
     }
 
     /// Runs with the child's output going straight to ours (for progress bars).

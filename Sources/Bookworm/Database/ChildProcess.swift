@@ -6,14 +6,16 @@ import Glibc
 /// Runs a command to completion with `posix_spawn` + `waitpid`, its output going to a
 /// temporary file. Foundation's `Process` is avoided here on purpose: `pg_ctl start` leaves a
 /// daemon that inherits the child's descriptors, and `Process` was seen to never notice the
-/// child's exit in that case.
-enum ChildProcess {
-    struct Result {
-        let status: Int32
-        let output: String
+/// child's exit in that case. It also hands the child the signal mask of whichever thread
+/// spawned it (Dispatch and the concurrency pool block most signals), which left pgbench deaf to
+/// its own SIGALRM: here the child starts with no signal blocked and default dispositions.
+public enum ChildProcess {
+    public struct Result: Sendable {
+        public let status: Int32
+        public let output: String
     }
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> Result {
+    public static func run(_ executable: String, _ arguments: [String]) throws -> Result {
         let outputPath = FileManager.default.temporaryDirectory
             .appendingPathComponent("bookworm-\(getpid())-\(UUID().uuidString).out").path
         defer { unlink(outputPath) }
@@ -30,10 +32,21 @@ enum ChildProcess {
         let environment = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") }
         defer { environment.forEach { free($0) } }
 
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
         var pid = pid_t()
         let args = argv + [nil]
         let env = environment + [nil]
-        let spawned = posix_spawn(&pid, executable, &actions, nil, args, env)
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, args, env)
         guard spawned == 0 else {
             throw EmbeddedPostgres.Failure(description: "could not start \(executable): \(String(cString: strerror(spawned)))")
         }

@@ -99,13 +99,16 @@ public struct Seeder: Sendable {
         var generator = SystemRandomNumberGenerator()
         let progress = ProgressBar(label: "copies", total: count)
         let yearMicros = Int64(365 * 86400) * 1_000_000
+        let perCopy = yearMicros / Int64(max(count, 1))
         for start in stride(from: 0, to: count, by: batch) {
             let range = start..<min(count, start + batch)
+            // Oldest first, like a real service where a copy's row is written when it is listed:
+            // the table's physical order then follows created_at, as it would in production.
             let ownerIDs = range.map { _ in owners.randomElement(using: &generator) ?? owners[0] }
             let bookIDs = range.map { _ in books.randomElement(using: &generator) ?? books[0] }
             let conditions = range.map { _ in SeedData.conditions.randomElement(using: &generator) ?? "good" }
             let statuses = range.map { _ in Int.random(in: 0..<10, using: &generator) == 0 ? "reserved" : "available" }
-            let ages = range.map { _ in Int64.random(in: 0..<yearMicros, using: &generator) }
+            let ages = range.map { index in Int64(count - index) * perCopy - Int64.random(in: 0..<max(perCopy, 1), using: &generator) }
             try await client.query("""
                 INSERT INTO copies (owner_id, book_id, condition, status, created_at, updated_at)
                 SELECT owner, book, condition, status, now() - age * interval '1 microsecond', now() - age * interval '1 microsecond'
