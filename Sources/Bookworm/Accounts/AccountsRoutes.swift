@@ -22,10 +22,10 @@ struct AccountsRoutes: Sendable {
         var request = request
         let body = try await request.decodeStrict(RegisterBody.self, context: context)
         var errors: [FieldError] = []
-        let email = collect(&errors) { try AccountValidation.email(body.email) }
-        let username = collect(&errors) { try AccountValidation.username(body.username) }
-        let password = collect(&errors) { try AccountValidation.password(body.password) }
-        let displayName = collect(&errors) { try AccountValidation.displayName(body.displayName) }
+        let email = collectFieldErrors(&errors) { try AccountValidation.email(body.email) }
+        let username = collectFieldErrors(&errors) { try AccountValidation.username(body.username) }
+        let password = collectFieldErrors(&errors) { try AccountValidation.password(body.password) }
+        let displayName = collectFieldErrors(&errors) { try AccountValidation.displayName(body.displayName) }
         guard errors.isEmpty, let email, let username, let password, let displayName else {
             throw AppError.validation(errors)
         }
@@ -96,18 +96,5 @@ struct AccountsRoutes: Sendable {
                                  bio: user.bio, createdAt: user.createdAt,
                                  availableCopies: try await copies.availableCount(ownerID: user.id))
         return try .json(profile, for: request)
-    }
-
-    /// Runs one field check, keeping its error so the client hears about every bad field at once.
-    private func collect<T>(_ errors: inout [FieldError], _ check: () throws -> T) -> T? {
-        do {
-            return try check()
-        } catch AppError.validation(let fieldErrors) {
-            errors += fieldErrors
-            return nil
-        } catch {
-            errors.append(FieldError("body", "\(error)"))
-            return nil
-        }
     }
 }

@@ -15,7 +15,7 @@ enum CatalogValidation {
         if cleanAuthors.isEmpty || cleanAuthors.count != (authors ?? []).count || cleanAuthors.count > 20 {
             errors.append(FieldError("authors", "must be a list of 1 to 20 names, each 1 to 200 characters"))
         }
-        let cleanPublisher = collect(&errors) { try AccountValidation.text(publisher, field: "publisher", maxLength: 200, allowNewlines: false) } ?? nil
+        let cleanPublisher = collectFieldErrors(&errors) { try AccountValidation.text(publisher, field: "publisher", maxLength: 200, allowNewlines: false) } ?? nil
         let currentYear = Calendar(identifier: .gregorian).component(.year, from: Date())
         if let year = publishedYear, !(0...(currentYear + 1)).contains(year) {
             errors.append(FieldError("published_year", "must be between 0 and \(currentYear + 1)"))
@@ -64,9 +64,5 @@ enum CatalogValidation {
         guard let raw else { return nil }
         let words = raw.split(whereSeparator: { !($0.isLetter || $0.isNumber) }).map(String.init).filter { !$0.isEmpty }
         return words.isEmpty ? nil : Array(words.prefix(8))
-    }
-
-    private static func collect<T>(_ errors: inout [FieldError], _ check: () throws -> T) -> T? {
-        do { return try check() } catch AppError.validation(let found) { errors += found; return nil } catch { return nil }
     }
 }

@@ -12,6 +12,20 @@ public struct FieldError: Codable, Sendable, Equatable {
     }
 }
 
+/// Runs one field check, keeping its validation errors instead of throwing them, so a client
+/// hears about every bad field of a request at once.
+func collectFieldErrors<T>(_ errors: inout [FieldError], _ check: () throws -> T) -> T? {
+    do {
+        return try check()
+    } catch AppError.validation(let fieldErrors) {
+        errors += fieldErrors
+        return nil
+    } catch {
+        errors.append(FieldError("body", "\(error)"))
+        return nil
+    }
+}
+
 /// Every error the API answers on purpose. Anything else that escapes a handler is a logged 500.
 public enum AppError: Error, Sendable, Equatable {
     case validation([FieldError])
