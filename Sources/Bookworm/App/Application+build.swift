@@ -80,7 +80,9 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
     let copies = CopiesStore(client: client, logger: logger)
     AccountsRoutes(service: accounts, copies: copies).addRoutes(public: v1, authenticated: authenticated)
     BooksRoutes(books: books).addRoutes(public: v1, authenticated: authenticated)
+    let pins = PinsStore(client: client, logger: logger)
     CopiesRoutes(client: client, books: books, copies: copies, photos: PhotosStore(client: client, logger: logger),
-                 users: accounts.users).addRoutes(public: v1, authenticated: authenticated)
+                 users: accounts.users, pins: pins).addRoutes(public: v1, authenticated: authenticated)
+    PinsRoutes(client: client, pins: pins).addRoutes(authenticated: authenticated)
     return (router, [Housekeeping(sessions: sessions, throttles: throttles, logger: logger)])
 }

@@ -11,6 +11,7 @@ struct CopiesRoutes: Sendable {
     let copies: CopiesStore
     let photos: PhotosStore
     let users: AccountsStore
+    let pins: PinsStore
 
     static let maxPhotoBytes = 5 << 20
 
@@ -68,7 +69,6 @@ struct CopiesRoutes: Sendable {
         let body = try await request.decodeStrict(CreateCopyBody.self, context: context)
         let condition = try CatalogValidation.condition(body.condition)
         let notes = try CatalogValidation.notes(body.notes)
-        if body.pinID != nil { throw AppError.unprocessable("pin_id: no such pin of yours") }
         let newBook: NewBook?
         switch (body.bookID, body.isbn ?? body.title) {
         case (.some, .some): throw AppError.invalid("book_id", "give either book_id or isbn/title/authors, not both")
@@ -82,8 +82,9 @@ struct CopiesRoutes: Sendable {
             var bookID = body.bookID
             if let newBook { bookID = try await books.findOrCreate(newBook, on: connection).0.id }
             guard let bookID else { throw AppError.invalid("book_id", "is required") }
+            try await requireOwnPin(body.pinID, owner: owner, on: connection)
             return try await copies.create(ownerID: owner, bookID: bookID, condition: condition, notes: notes,
-                                           pinID: nil, on: connection)
+                                           pinID: body.pinID, on: connection)
         }
         return try .json(copy, status: .created, for: request)
     }
@@ -97,9 +98,9 @@ struct CopiesRoutes: Sendable {
         let status = try body.status.map(CatalogValidation.status)
         var notes = body.notes
         if case .set(let value) = notes { notes = .set(try CatalogValidation.notes(value)) }
-        if case .set(let pin?) = body.pinID { throw AppError.unprocessable("pin_id: no pin \(pin.apiString) of yours") }
         let copy = try await client.transaction(logger: context.logger) { connection in
             _ = try await copies.lockOwned(id, by: owner, on: connection)
+            if case .set(let pin) = body.pinID { try await requireOwnPin(pin, owner: owner, on: connection) }
             try await copies.update(id, condition: condition, status: status, notes: notes, pinID: body.pinID, on: connection)
             return try await copies.get(id, connection: connection)
         }
@@ -116,6 +117,14 @@ struct CopiesRoutes: Sendable {
             if let photo { try await photos.deleteIfOrphaned(photo, on: connection) }
         }
         return .noContent()
+    }
+
+    /// A copy may only be placed on one of its owner's own pins.
+    private func requireOwnPin(_ pinID: UUID?, owner: UUID, on connection: PostgresConnection) async throws {
+        guard let pinID else { return }
+        guard try await pins.isOwned(pinID, by: owner, on: connection) else {
+            throw AppError.unprocessable("pin_id: \(pinID.apiString) is not one of your pins")
+        }
     }
 
     /// The type is taken from the bytes and must agree with `Content-Type`.
