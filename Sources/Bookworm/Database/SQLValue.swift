@@ -7,6 +7,7 @@ enum SQLValue: Sendable {
     case text(String?)
     case textArray([String]?)
     case int(Int?)
+    case double(Double?)
     case uuid(UUID?)
     case bool(Bool)
 
@@ -15,6 +16,7 @@ enum SQLValue: Sendable {
         case .text(let value): bindings.append(value)
         case .textArray(let value): bindings.append(value)
         case .int(let value): bindings.append(value)
+        case .double(let value): bindings.append(value)
         case .uuid(let value): bindings.append(value)
         case .bool(let value): bindings.append(value)
         }
@@ -25,6 +27,8 @@ enum SQLValue: Sendable {
         case .text(let value): value.map(Self.quote) ?? "NULL"
         case .textArray(let value): value.map { "ARRAY[" + $0.map(Self.quote).joined(separator: ",") + "]::text[]" } ?? "NULL"
         case .int(let value): value.map(String.init) ?? "NULL"
+        // Shortest round-tripping text, so pgbench sees the very value the server binds.
+        case .double(let value): value.map { "\($0)::float8" } ?? "NULL"
         case .uuid(let value): value.map { "'\($0.apiString)'::uuid" } ?? "NULL"
         case .bool(let value): value ? "true" : "false"
         }

@@ -55,16 +55,17 @@ struct PageRequest: Sendable {
     static let maxLimit = 100
 
     init(_ request: Request) throws {
-        let query = request.uri.queryParameters
-        if let raw = query["limit"] {
-            guard let value = Int(String(raw)), (1...Self.maxLimit).contains(value) else {
-                throw AppError.invalid("limit", "must be a whole number from 1 to \(Self.maxLimit)")
-            }
-            limit = value
-        } else {
-            limit = Self.defaultLimit
+        limit = try Self.limit(request)
+        after = try request.uri.queryParameters["cursor"].map { try Cursor(encoded: String($0)) }
+    }
+
+    /// `?limit=` alone, for lists whose cursor is not a time (nearest-first lists).
+    static func limit(_ request: Request) throws -> Int {
+        guard let raw = request.uri.queryParameters["limit"] else { return defaultLimit }
+        guard let value = Int(String(raw)), (1...maxLimit).contains(value) else {
+            throw AppError.invalid("limit", "must be a whole number from 1 to \(maxLimit)")
         }
-        after = try query["cursor"].map { try Cursor(encoded: String($0)) }
+        return value
     }
 
     /// Trims the one extra row fetched to learn whether another page exists.

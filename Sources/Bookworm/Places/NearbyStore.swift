@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Nearest-first searches. Distances are measured to each pin's public point only, so nothing
+/// another user sees depends on where inside its cell a home really is. The box prefilter
+/// uses the GiST index on public points; the exact haversine decides inclusion and order.
+struct NearbyStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
+    /// each stands for, i.e. those placed on it and, for a default pin, its owner's unplaced ones.
+    /// Parameters $1–$14.
+    static let placedSQL = """
+        WITH near AS MATERIALIZED (
+            SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
+                   bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
+            FROM pins p
+            WHERE (point(p.public_longitude, p.public_latitude) <@ box(point($4, $5), point($6, $7))
+                   OR point(p.public_longitude, p.public_latitude) <@ box(point($8, $9), point($10, $11)))
+              AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
+              AND p.owner_id <> $12
+        ), placed AS (
+            SELECT c.id AS copy_id, near.distance, near.public_latitude, near.public_longitude
+            FROM near JOIN copies c ON c.pin_id = near.id
+            WHERE c.status = 'available'
+            UNION ALL
+            SELECT c.id, near.distance, near.public_latitude, near.public_longitude
+            FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
+            WHERE near.is_default AND c.status = 'available'
+        )
+        """
+
+    static func placedValues(_ query: NearbyQuery) -> [SQLValue] {
+        let boxes = Geo.boundingBoxes(around: query.origin, radiusKm: query.radiusKm)
+        let first = boxes[0]
+        let second = boxes.count > 1 ? boxes[1] : boxes[0]
+        return [.double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm),
+                .double(first.west), .double(first.south), .double(first.east), .double(first.north),
+                .double(second.west), .double(second.south), .double(second.east), .double(second.north),
+                .uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
+    }
+
+    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
+        SQLStatement(sql: placedSQL + """
+            SELECT \(CopiesStore.columns), placed.distance, placed.public_latitude, placed.public_longitude
+            FROM placed JOIN copies c ON c.id = placed.copy_id
+                 JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
+            WHERE ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+              AND ($14::text IS NULL OR b.isbn13 = $14)
+              AND ($15::float8 IS NULL OR (placed.distance, c.id) > ($15, $16))
+            ORDER BY placed.distance, c.id
+            LIMIT $17
+            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
+    }
+
+    static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
+        SQLStatement(sql: placedSQL + """
+            , owners AS (
+                SELECT c.owner_id, min(placed.distance) AS distance, count(*) AS matching
+                FROM placed JOIN copies c ON c.id = placed.copy_id JOIN books b ON b.id = c.book_id
+                WHERE ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+                  AND ($14::text IS NULL OR b.isbn13 = $14)
+                GROUP BY c.owner_id
+            )
+            SELECT u.id, u.username, u.display_name, owners.distance, owners.matching::int8
+            FROM owners JOIN users u ON u.id = owners.owner_id
+            WHERE ($15::float8 IS NULL OR (owners.distance, u.id) > ($15, $16))
+            ORDER BY owners.distance, u.id
+            LIMIT $17
+            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
+    }
+
+    func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
+        let rows = try await client.query(Self.copiesStatement(query, after: after, limit: limit).query, logger: logger)
+        var result: [NearbyCopy] = []
+        for try await row in rows.decode((UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
+                                          UUID, String?, String, [String], UUID, String, String?, Double, Double, Double).self) {
+            let copy = CopiesStore.view((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8,
+                                         row.9, row.10, row.11, row.12, row.13, row.14, row.15))
+            result.append(NearbyCopy(copy: copy, distanceKm: row.16, place: PublicPlace(latitude: row.17, longitude: row.18)))
+        }
+        return result
+    }
+
+    func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
+        let rows = try await client.query(Self.ownersStatement(query, after: after, limit: limit).query, logger: logger)
+        var result: [NearbyOwner] = []
+        for try await (id, username, displayName, distance, matching) in rows.decode((UUID, String, String?, Double, Int).self) {
+            result.append(NearbyOwner(user: OwnerSummary(id: id, username: username, displayName: displayName),
+                                      distanceKm: distance, matchingCopies: matching))
+        }
+        return result
+    }
+}
