@@ -4,7 +4,7 @@ import HummingbirdTesting
 import Testing
 @testable import Bookworm
 
-/// An observer who queries from many places must learn nothing about where inside its ~1 km
+/// An observer who queries nearby lists and the map from many places must learn nothing about where inside its ~1 km
 /// cell a home pin really is: every answer stays byte-identical while the home moves.
 @Suite struct TrilaterationTests {
     @Test func movingAHomeInsideItsCellChangesNothingAnyoneElseSees() async throws {
@@ -46,6 +46,12 @@ import Testing
                             seen.append(body)
                         }
                     }
+                }
+                for origin in origins.prefix(30) {
+                    let bbox = "\(origin.longitude - 0.05),\(origin.latitude - 0.05),\(origin.longitude + 0.05),\(origin.latitude + 0.05)"
+                    let body = String(buffer: try await app.request(.get, "/v1/map/pins?bbox=\(bbox)&zoom=14", token: observer.token).body)
+                    #expect(!body.contains(String(move.latitude)) && !body.contains(String(move.longitude)))
+                    seen.append(body)
                 }
                 if let baseline {
                     #expect(seen == baseline, "answers changed after move \(index)")

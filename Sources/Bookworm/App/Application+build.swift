@@ -85,5 +85,6 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
                  users: accounts.users, pins: pins).addRoutes(public: v1, authenticated: authenticated)
     PinsRoutes(client: client, pins: pins).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     return (router, [Housekeeping(sessions: sessions, throttles: throttles, logger: logger)])
 }
