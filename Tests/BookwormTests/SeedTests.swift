@@ -18,6 +18,15 @@ import Testing
             for try await isbn in try await client.query("SELECT isbn13 FROM books").decode(String.self) {
                 #expect((try? ISBN(isbn))?.isbn13 == isbn)
             }
+            let pins = try await client.query("""
+                SELECT count(*)::int8, count(*) FILTER (WHERE is_default)::int8, max(n)::int8 FROM (
+                    SELECT owner_id, count(*) AS n, bool_or(is_default) AS is_default FROM pins GROUP BY owner_id) per_user
+                """)
+            for try await (users, withDefault, most) in pins.decode((Int, Int, Int).self) {
+                #expect(users == 12)
+                #expect(withDefault == 12)
+                #expect(most <= 2)
+            }
             let spread = try await client.query("SELECT count(DISTINCT owner_id)::int8, count(DISTINCT book_id)::int8 FROM copies")
             for try await (owners, books) in spread.decode((Int, Int).self) {
                 #expect(owners == 12)

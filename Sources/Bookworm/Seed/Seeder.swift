@@ -34,6 +34,7 @@ public struct Seeder: Sendable {
         let userIDs = try await insertUsers(counts.users, run: run, hash: hash)
         let bookIDs = try await insertBooks(counts.books)
         try await insertCopies(counts.copies, owners: userIDs, books: bookIDs)
+        _ = try await addPins()
         try await client.query("ANALYZE users", logger: logger)
         try await client.query("ANALYZE books", logger: logger)
         try await client.query("ANALYZE copies", logger: logger)
