@@ -3,7 +3,7 @@
 
 SWIFT ?= swift
 APT_PACKAGES := libsodium-dev postgresql postgresql-contrib pkg-config
-BENCH_PACKAGES := wrk
+BENCH_PACKAGES := wrk postgresql-15-postgis-3
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # The test cluster's folder: inside the checkout when the `postgres` user (which runs it when we

@@ -51,6 +51,7 @@ let package = Package(
                 "Bookworm",
                 "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

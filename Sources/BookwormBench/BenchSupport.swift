@@ -88,3 +88,30 @@ struct Table {
         }.joined(separator: "\n")
     }
 }
+
+/// A benchmark user on the server under test, and wrk scripts that send its token.
+enum BenchAccount {
+    static let password = "benchmark password 1"
+
+    /// Registers `username` (harmless if it exists) and signs in.
+    static func token(curl: String, base: String, username: String) throws -> String {
+        let register = "{\"email\":\"\(username)@example.org\",\"username\":\"\(username)\",\"password\":\"\(password)\"}"
+        _ = try? Shell.run(curl, ["-s", "-X", "POST", base + "/v1/auth/register", "-H", "content-type: application/json", "-d", register])
+        let login = "{\"login\":\"\(username)\",\"password\":\"\(password)\"}"
+        let text = try Shell.run(curl, ["-s", "-X", "POST", base + "/v1/auth/login", "-H", "content-type: application/json", "-d", login])
+        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let token = object["token"] as? String else {
+            throw Shell.Failure(description: "could not sign in: \(text)")
+        }
+        return token
+    }
+
+    /// A wrk script adding the bearer token; `pacedMillis` waits between a connection's requests.
+    static func headerScript(token: String, pacedMillis: Int? = nil) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path
+        var script = "wrk.headers[\"Authorization\"] = \"Bearer \(token)\"\n"
+        if let pacedMillis { script += "function delay()\n    return \(pacedMillis)\nend\n" }
+        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}

@@ -6,7 +6,7 @@ struct BookwormBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
-        subcommands: [Hashing.self, Catalog.self]
+        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self]
     )
 }
 
@@ -36,5 +36,20 @@ struct Catalog: AsyncParsableCommand {
 
     func run() async throws {
         try await CatalogBenchmark(users: users, books: books, copies: copies, seconds: seconds, clients: clients, port: port).run()
+    }
+}
+
+struct NearbyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "nearby",
+        abstract: "The nearby query vs PostGIS and a full scan (same ids), and its HTTP throughput vs pgbench.")
+
+    @Option(help: "Query points, weighted to cities.") var points = 1000
+    @Option(help: "Seconds for each load phase.") var seconds = 15
+    @Option(help: "Concurrent clients for the throughput comparison.") var clients = 16
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await NearbyBenchmark(points: points, seconds: seconds, clients: clients, port: port).run()
     }
 }

@@ -10,7 +10,6 @@ struct HashingBenchmark {
     let clients: Int
     let port: Int
     let settings = PasswordHasher.Settings()
-    let password = "benchmark password 1"
 
     func run() async throws {
         guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl") else {
@@ -24,8 +23,8 @@ struct HashingBenchmark {
         let server = try ServerUnderTest.start(port: port)
         defer { server.stop() }
         let base = "http://127.0.0.1:\(port)"
-        let token = try signIn(curl: curl, base: base)
-        let scripts = try WrkScripts(password: password, token: token)
+        let token = try BenchAccount.token(curl: curl, base: base, username: "bench")
+        let scripts = try WrkScripts(password: BenchAccount.password, token: token)
 
         let idle = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c2", "-d\(max(5, seconds / 2))s", "--latency", "-s", scripts.me, base + "/v1/me"]))
         print(String(format: "idle /v1/me: p50 %.2f ms, p99 %.2f ms", idle.p50Millis, idle.p99Millis))
@@ -70,17 +69,17 @@ struct HashingBenchmark {
     /// Verification is what a login costs, so that is the raw rate we compare against.
     private func rawVerifyRate(threads: Int) -> Double {
         var hash = [CChar](repeating: 0, count: Int(crypto_pwhash_STRBYTES))
-        let length = UInt64(password.utf8.count)
-        _ = password.withCString { crypto_pwhash_str(&hash, $0, length, UInt64(settings.operationsLimit), settings.memoryLimitBytes) }
+        let length = UInt64(BenchAccount.password.utf8.count)
+        _ = BenchAccount.password.withCString { crypto_pwhash_str(&hash, $0, length, UInt64(settings.operationsLimit), settings.memoryLimitBytes) }
         let stored = String(cString: hash)
         let deadline = Date().addingTimeInterval(Double(max(5, seconds / 2)))
         let counts = Counters(threads)
         let group = DispatchGroup()
         let start = Date()
         for index in 0..<threads {
-            let thread = Thread { [password] in
+            let thread = Thread {
                 while Date() < deadline {
-                    _ = password.withCString { crypto_pwhash_str_verify(stored, $0, length) }
+                    _ = BenchAccount.password.withCString { crypto_pwhash_str_verify(stored, $0, length) }
                     counts.add(1, at: index)
                 }
                 group.leave()
@@ -91,18 +90,6 @@ struct HashingBenchmark {
         group.wait()
         return Double(counts.total) / Date().timeIntervalSince(start)
     }
-
-    private func signIn(curl: String, base: String) throws -> String {
-        let register = "{\"email\":\"bench@example.org\",\"username\":\"bench\",\"password\":\"\(password)\"}"
-        _ = try? Shell.run(curl, ["-s", "-X", "POST", base + "/v1/auth/register", "-H", "content-type: application/json", "-d", register])
-        let login = "{\"login\":\"bench\",\"password\":\"\(password)\"}"
-        let text = try Shell.run(curl, ["-s", "-X", "POST", base + "/v1/auth/login", "-H", "content-type: application/json", "-d", login])
-        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let token = object["token"] as? String else {
-            throw Shell.Failure(description: "could not sign in: \(text)")
-        }
-        return token
-    }
 }
 
 /// Lua scripts for wrk, written to a temporary folder.
@@ -111,10 +98,7 @@ struct WrkScripts {
     let me: String
 
     init(password: String, token: String) throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        login = dir.appendingPathComponent("login.lua").path
-        me = dir.appendingPathComponent("me.lua").path
+        login = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-login-\(getpid()).lua").path
         try """
             wrk.method = "POST"
             wrk.headers["Content-Type"] = "application/json"
@@ -122,12 +106,7 @@ struct WrkScripts {
             """.write(toFile: login, atomically: true, encoding: .utf8)
         // A paced probe (about 100 requests/s per connection), like people browsing while the
         // storm runs: a saturating probe would measure its own queueing, not the server's.
-        try """
-            wrk.headers["Authorization"] = "Bearer \(token)"
-            function delay()
-                return 10
-            end
-            """.write(toFile: me, atomically: true, encoding: .utf8)
+        me = try BenchAccount.headerScript(token: token, pacedMillis: 10)
     }
 }
 

@@ -12,13 +12,16 @@ struct NearbyStore: Sendable {
     /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
     /// each stands for, i.e. those placed on it and, for a default pin, its owner's unplaced ones.
     /// Parameters $1–$14.
+    static let boxFilter = """
+        (point(p.public_longitude, p.public_latitude) <@ box(point($4, $5), point($6, $7))
+                   OR point(p.public_longitude, p.public_latitude) <@ box(point($8, $9), point($10, $11)))
+        """
     static let placedSQL = """
         WITH near AS MATERIALIZED (
             SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
                    bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
             FROM pins p
-            WHERE (point(p.public_longitude, p.public_latitude) <@ box(point($4, $5), point($6, $7))
-                   OR point(p.public_longitude, p.public_latitude) <@ box(point($8, $9), point($10, $11)))
+            WHERE \(boxFilter)
               AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
               AND p.owner_id <> $12
         ), placed AS (
@@ -93,4 +96,54 @@ struct NearbyStore: Sendable {
         }
         return result
     }
+}
+
+/// What the nearby benchmark needs to run the server's own SQL beside PostGIS and a full scan.
+public enum NearbyBenchmarkSQL {
+    /// The statement behind `GET /v1/nearby/copies` (first page of `limit`), parameters as literals.
+    public static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        let query = NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
+                                words: nil, isbn13: nil, callerID: caller)
+        return NearbyStore.copiesStatement(query, after: nil, limit: limit).literalSQL
+    }
+
+    /// The same statement with the box prefilter taken out: every pin's distance is computed.
+    public static func fullScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        nearbyCopies(latitude: latitude, longitude: longitude, radiusKm: radiusKm, limit: limit, caller: caller)
+            .replacingOccurrences(of: literalBoxFilter(latitude: latitude, longitude: longitude, radiusKm: radiusKm), with: "true")
+    }
+
+    private static func literalBoxFilter(latitude: Double, longitude: Double, radiusKm: Double) -> String {
+        let query = NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
+                                words: nil, isbn13: nil, callerID: UUID())
+        return SQLStatement(sql: NearbyStore.boxFilter, values: NearbyStore.placedValues(query)).literalSQL
+    }
+
+    /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.
+    public static func postGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        """
+        WITH origin AS (SELECT ST_SetSRID(ST_MakePoint(\(longitude), \(latitude)), 4326)::geography AS geog),
+        near AS MATERIALIZED (
+            SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
+            FROM bench_pin_geog g, origin
+            WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
+        ), placed AS (
+            SELECT c.id AS copy_id, near.distance FROM near JOIN copies c ON c.pin_id = near.id WHERE c.status = 'available'
+            UNION ALL
+            SELECT c.id, near.distance FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
+            WHERE near.is_default AND c.status = 'available'
+        )
+        SELECT copy_id, distance FROM placed ORDER BY distance, copy_id LIMIT \(limit)
+        """
+    }
+
+    /// A geography copy of the pins' public points for PostGIS, with its GiST index.
+    public static let postGISSetup = """
+        CREATE EXTENSION IF NOT EXISTS postgis;
+        DROP TABLE IF EXISTS bench_pin_geog;
+        CREATE TABLE bench_pin_geog AS
+            SELECT id, owner_id, is_default, ST_SetSRID(ST_MakePoint(public_longitude, public_latitude), 4326)::geography AS geog FROM pins;
+        CREATE INDEX bench_pin_geog_idx ON bench_pin_geog USING gist (geog);
+        ANALYZE bench_pin_geog;
+        """
 }

@@ -90,3 +90,14 @@ extension Seeder {
         return created
     }
 }
+
+/// Query points for the nearby benchmark, drawn like the seeded homes.
+public enum BenchmarkPoints {
+    public static func cityWeighted(count: Int) -> [(latitude: Double, longitude: Double)] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in
+            let point = SeedCities.scatter(around: SeedCities.pick(using: &generator), using: &generator)
+            return (point.latitude, point.longitude)
+        }
+    }
+}

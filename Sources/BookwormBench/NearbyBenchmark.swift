@@ -1,0 +1,154 @@
+import Bookworm
+import Foundation
+import Logging
+import PostgresNIO
+
+/// `BookwormBench nearby`: on the seeded data (1,000,000 copies / 100,000 users in city
+/// clusters), 1,000 query points weighted to cities, radius 10 km, limit 50: (a) the project's
+/// query, (b) PostGIS `ST_DWithin` + `<->` on a geography GiST index, (c) a full-scan haversine;
+/// same ids from (a) and (b); and HTTP throughput of `/v1/nearby/copies` vs pgbench.
+struct NearbyBenchmark {
+    let points: Int
+    let seconds: Int
+    let clients: Int
+    let port: Int
+    let radiusKm = 10.0
+    let limit = 50
+    let nobody = UUID(uuidString: "00000000-0000-0000-0000-000000000000") ?? UUID()
+
+    func run() async throws {
+        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
+              let psql = Shell.which("psql") else {
+            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
+        }
+        let server = try ServerUnderTest.start(port: port)
+        defer { server.stop() }
+        let socketDirectory = server.dataDirectory + "/postgres"
+        let database = BenchDatabase(psql: psql, socketDirectory: socketDirectory)
+        guard try database.scalar("SELECT count(*) FROM copies") >= 1_000_000 else {
+            throw Shell.Failure(description: "seed first: `BookwormBench catalog` seeds 1,000,000 copies")
+        }
+        if try database.scalar("SELECT count(*) FROM pins") == 0 {
+            try Shell.runStreaming(try ServerUnderTest.releaseBinary(), ["seed", "--users", "0", "--books", "0", "--copies", "0"],
+                                   environment: server.environment)
+        }
+        print("setting up PostGIS beside the project's schema…")
+        try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-q", "-c", NearbyBenchmarkSQL.postGISSetup])
+
+        let origins = BenchmarkPoints.cityWeighted(count: points)
+        let settings = DatabaseSettings(endpoint: .socket(path: socketDirectory + "/.s.PGSQL.5432"), username: "bookworm",
+                                        password: nil, database: "bookworm")
+        let timings = try await settings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
+            try await measure(client: client, origins: origins)
+        }
+
+        let token = try BenchAccount.token(curl: curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
+        let paris = origins.first ?? (latitude: 48.857, longitude: 2.352)
+        let url = "http://127.0.0.1:\(port)/v1/nearby/copies?latitude=\(paris.latitude)&longitude=\(paris.longitude)&radius_km=\(radiusKm)&limit=\(limit)"
+        let script = try BenchAccount.headerScript(token: token)
+        let http = WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(seconds)s", "--latency", "-s", script, url]))
+        let sqlFile = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid()).sql").path
+        // The server fetches one row more than the page to know whether another page exists.
+        try (NearbyBenchmarkSQL.nearbyCopies(latitude: paris.latitude, longitude: paris.longitude, radiusKm: radiusKm,
+                                             limit: limit + 1, caller: nobody) + ";\n").write(toFile: sqlFile, atomically: true, encoding: .utf8)
+        let pg = try database.pgbench(pgbench, script: sqlFile, clients: clients, seconds: seconds)
+        report(timings, http: http, pgbenchTPS: pg)
+    }
+
+    struct Timings {
+        var project: [Double] = []
+        var postGIS: [Double] = []
+        var fullScan: [Double] = []
+        var mismatches: [String] = []
+        var edgeOnly = 0
+        var nonEmpty = 0
+    }
+
+    private func measure(client: PostgresClient, origins: [(latitude: Double, longitude: Double)]) async throws -> Timings {
+        var timings = Timings()
+        let clock = ContinuousClock()
+        for (index, origin) in origins.enumerated() {
+            let projectSQL = NearbyBenchmarkSQL.nearbyCopies(latitude: origin.latitude, longitude: origin.longitude,
+                                                             radiusKm: radiusKm, limit: limit, caller: nobody)
+            let postGISSQL = NearbyBenchmarkSQL.postGIS(latitude: origin.latitude, longitude: origin.longitude,
+                                                        radiusKm: radiusKm, limit: limit, caller: nobody)
+            var projectRows: [(UUID, Double)] = []
+            var postGISRows: [(UUID, Double)] = []
+            timings.project.append(try await clock.measure {
+                for try await row in try await client.query(PostgresQuery(unsafeSQL: projectSQL)) {
+                    let columns = try row.decode((UUID, String, String, String?, UUID?, String?, Date, Date, Int64, UUID, String?,
+                                                  String, [String], UUID, String, String?, Double, Double, Double).self)
+                    projectRows.append((columns.0, columns.16))
+                }
+            }.milliseconds)
+            timings.postGIS.append(try await clock.measure {
+                for try await (id, distance) in try await client.query(PostgresQuery(unsafeSQL: postGISSQL)).decode((UUID, Double).self) {
+                    postGISRows.append((id, distance))
+                }
+            }.milliseconds)
+            if index < 20 {
+                let fullSQL = NearbyBenchmarkSQL.fullScan(latitude: origin.latitude, longitude: origin.longitude,
+                                                          radiusKm: radiusKm, limit: limit, caller: nobody)
+                timings.fullScan.append(try await clock.measure {
+                    for try await _ in try await client.query(PostgresQuery(unsafeSQL: fullSQL)) {}
+                }.milliseconds)
+            }
+            if !projectRows.isEmpty { timings.nonEmpty += 1 }
+            compare(projectRows, postGISRows, at: origin, into: &timings)
+        }
+        return timings
+    }
+
+    /// Same ids in the same order, except where the difference is a copy within 1 m of the edge.
+    private func compare(_ ours: [(UUID, Double)], _ theirs: [(UUID, Double)], at origin: (latitude: Double, longitude: Double),
+                         into timings: inout Timings) {
+        guard ours.map(\.0) != theirs.map(\.0) else { return }
+        let onlyOurs = Set(ours.map(\.0)).symmetricDifference(theirs.map(\.0))
+        let distances = Dictionary((ours + theirs).map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
+        if !onlyOurs.isEmpty, onlyOurs.allSatisfy({ abs((distances[$0] ?? 0) - radiusKm) <= 0.001 }) {
+            timings.edgeOnly += 1
+        } else {
+            timings.mismatches.append(String(format: "(%.5f, %.5f)", origin.latitude, origin.longitude))
+        }
+    }
+
+    private func report(_ timings: Timings, http: WrkResult, pgbenchTPS: Double) {
+        let project = Percentiles(timings.project)
+        let postGIS = Percentiles(timings.postGIS)
+        let full = Percentiles(timings.fullScan)
+        let vsPostGIS = project.p50 / max(postGIS.p50, 0.0001)
+        let vsFull = full.p50 / max(project.p50, 0.0001)
+        let share = http.successfulPerSecond / max(pgbenchTPS, 0.001)
+        print("")
+        print(Table(rows: [
+            ["measure (\(points) points, \(Int(radiusKm)) km, limit \(limit))", "p50", "p99", "target", "met"],
+            ["(a) project's nearby query", ms(project.p50), ms(project.p99), String(format: "<= 1.2 x (b): %.2f x", vsPostGIS), vsPostGIS <= 1.2 ? "yes" : "NO"],
+            ["(b) PostGIS ST_DWithin + <->", ms(postGIS.p50), ms(postGIS.p99), "-", "-"],
+            ["(c) full-scan haversine (\(timings.fullScan.count) points)", ms(full.p50), ms(full.p99), String(format: "(a) >= 100 x faster: %.0f x", vsFull), vsFull >= 100 ? "yes" : "NO"],
+            ["same ids (a) vs (b)", "\(timings.project.count - timings.mismatches.count) of \(timings.project.count)",
+             "\(timings.edgeOnly) differ only at the edge", "all", timings.mismatches.isEmpty ? "yes" : "NO"],
+            ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
+            ["HTTP /v1/nearby/copies, \(clients) clients", String(format: "%.0f req/s", http.successfulPerSecond),
+             String(format: "%.0f tx/s pgbench", pgbenchTPS), String(format: ">= 50%%: %.0f%%", share * 100), share >= 0.5 ? "yes" : "NO"],
+        ]).render())
+        if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
+    }
+
+    private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
+}
+
+struct Percentiles {
+    let p50: Double
+    let p99: Double
+
+    init(_ values: [Double]) {
+        let sorted = values.sorted()
+        func at(_ q: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] }
+        p50 = at(0.5)
+        p99 = at(0.99)
+    }
+}
+
+extension Duration {
+    var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}
