@@ -13,7 +13,7 @@ TEST_DATA_DIR ?= $(shell \
 	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
 	else echo "$(CURDIR)/.bookworm/test"; fi)
 
-.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog seed stop-test-db clean
+.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -56,12 +56,16 @@ bench-build: bench-deps
 bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
 	$(SWIFT) run -c release --skip-build BookwormBench catalog
+	$(SWIFT) run -c release --skip-build BookwormBench nearby
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
 
 bench-catalog: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench catalog
+
+bench-nearby: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench nearby
 
 seed: deps
 	$(SWIFT) run bookworm seed

@@ -9,13 +9,15 @@ struct NearbyStore: Sendable {
     let client: PostgresClient
     let logger: Logger
 
-    /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
-    /// each stands for, i.e. those placed on it and, for a default pin, its owner's unplaced ones.
-    /// Parameters $1–$14.
     static let boxFilter = """
         (point(p.public_longitude, p.public_latitude) <@ box(point($4, $5), point($6, $7))
                    OR point(p.public_longitude, p.public_latitude) <@ box(point($8, $9), point($10, $11)))
         """
+
+    /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
+    /// each stands for (those placed on it and, for a default pin, its owner's unplaced ones) that
+    /// match the search. Only copy ids and distances flow through here; details are joined for
+    /// the one page that survives the sort. Parameters $1–$14.
     static let placedSQL = """
         WITH near AS MATERIALIZED (
             SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
@@ -24,14 +26,20 @@ struct NearbyStore: Sendable {
             WHERE \(boxFilter)
               AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
               AND p.owner_id <> $12
+        ), wanted_book AS (
+            SELECT id FROM books WHERE isbn13 = $14
         ), placed AS (
-            SELECT c.id AS copy_id, near.distance, near.public_latitude, near.public_longitude
+            SELECT c.id AS copy_id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
             FROM near JOIN copies c ON c.pin_id = near.id
             WHERE c.status = 'available'
+              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
             UNION ALL
-            SELECT c.id, near.distance, near.public_latitude, near.public_longitude
+            SELECT c.id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
             FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
             WHERE near.is_default AND c.status = 'available'
+              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
         )
         """
 
@@ -47,31 +55,32 @@ struct NearbyStore: Sendable {
 
     static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
         SQLStatement(sql: placedSQL + """
-            SELECT \(CopiesStore.columns), placed.distance, placed.public_latitude, placed.public_longitude
-            FROM placed JOIN copies c ON c.id = placed.copy_id
+            , page AS (
+                SELECT copy_id, distance, public_latitude, public_longitude FROM placed
+                WHERE $15::float8 IS NULL OR (distance, copy_id) > ($15, $16)
+                ORDER BY distance, copy_id
+                LIMIT $17
+            )
+            SELECT \(CopiesStore.columns), page.distance, page.public_latitude, page.public_longitude
+            FROM page JOIN copies c ON c.id = page.copy_id
                  JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
-            WHERE ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-              AND ($14::text IS NULL OR b.isbn13 = $14)
-              AND ($15::float8 IS NULL OR (placed.distance, c.id) > ($15, $16))
-            ORDER BY placed.distance, c.id
-            LIMIT $17
+            ORDER BY page.distance, c.id
             """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
     }
 
     static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
         SQLStatement(sql: placedSQL + """
             , owners AS (
-                SELECT c.owner_id, min(placed.distance) AS distance, count(*) AS matching
-                FROM placed JOIN copies c ON c.id = placed.copy_id JOIN books b ON b.id = c.book_id
-                WHERE ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-                  AND ($14::text IS NULL OR b.isbn13 = $14)
-                GROUP BY c.owner_id
+                SELECT owner_id, min(distance) AS distance, count(*) AS matching FROM placed GROUP BY owner_id
+            ), page AS (
+                SELECT * FROM owners
+                WHERE $15::float8 IS NULL OR (distance, owner_id) > ($15, $16)
+                ORDER BY distance, owner_id
+                LIMIT $17
             )
-            SELECT u.id, u.username, u.display_name, owners.distance, owners.matching::int8
-            FROM owners JOIN users u ON u.id = owners.owner_id
-            WHERE ($15::float8 IS NULL OR (owners.distance, u.id) > ($15, $16))
-            ORDER BY owners.distance, u.id
-            LIMIT $17
+            SELECT u.id, u.username, u.display_name, page.distance, page.matching::int8
+            FROM page JOIN users u ON u.id = page.owner_id
+            ORDER BY page.distance, u.id
             """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
     }
 
@@ -133,7 +142,9 @@ public enum NearbyBenchmarkSQL {
             SELECT c.id, near.distance FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
             WHERE near.is_default AND c.status = 'available'
         )
-        SELECT copy_id, distance FROM placed ORDER BY distance, copy_id LIMIT \(limit)
+        SELECT c.id, page.distance FROM (SELECT copy_id, distance FROM placed ORDER BY distance, copy_id LIMIT \(limit)) page
+            JOIN copies c ON c.id = page.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
+        ORDER BY page.distance, c.id
         """
     }
 

@@ -85,8 +85,9 @@ extension Seeder {
             UPDATE copies c SET pin_id = p.id FROM pins p
             WHERE p.owner_id = c.owner_id AND p.kind = 'meetup' AND c.pin_id IS NULL AND random() < 0.33
             """, logger: logger)
-        try await client.query("ANALYZE pins", logger: logger)
-        try await client.query("ANALYZE copies", logger: logger)
+        // As autovacuum would in a live service: statistics, and a visibility map for index-only scans.
+        try await client.query("VACUUM (ANALYZE) pins", logger: logger)
+        try await client.query("VACUUM (ANALYZE) copies", logger: logger)
         return created
     }
 }

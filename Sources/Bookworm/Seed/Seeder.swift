@@ -138,11 +138,13 @@ final class ProgressBar: @unchecked Sendable {
 
     init(label: String, total: Int) {
         self.label = label
-        self.total = max(total, 1)
-        if total == 0 { draw(0) }
+        self.total = total
     }
 
-    func advance(to done: Int) { draw(done) }
+    func advance(to done: Int) {
+        guard total > 0 else { return }
+        draw(done)
+    }
 
     private func draw(_ done: Int) {
         let fraction = Double(done) / Double(total)

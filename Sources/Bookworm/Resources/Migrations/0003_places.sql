@@ -30,5 +30,7 @@ CREATE INDEX pins_owner_idx ON pins (owner_id, created_at, id);
 CREATE INDEX pins_public_point_idx ON pins USING gist (point(public_longitude, public_latitude));
 
 ALTER TABLE copies ADD CONSTRAINT copies_pin_id_fkey FOREIGN KEY (pin_id) REFERENCES pins (id) ON DELETE SET NULL;
-CREATE INDEX copies_pin_available_idx ON copies (pin_id) WHERE status = 'available';
-CREATE INDEX copies_owner_unpinned_idx ON copies (owner_id) WHERE status = 'available' AND pin_id IS NULL;
+-- The two ways a copy is somewhere: on its own pin, or (unplaced) on its owner's default pin.
+-- Both carry the copy id so a search without words can answer from the index alone.
+CREATE INDEX copies_pin_available_idx ON copies (pin_id) INCLUDE (id) WHERE status = 'available';
+CREATE INDEX copies_owner_unpinned_idx ON copies (owner_id) INCLUDE (id) WHERE status = 'available' AND pin_id IS NULL;
