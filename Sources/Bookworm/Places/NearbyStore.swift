@@ -53,12 +53,36 @@ struct NearbyStore: Sendable {
                 .uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
     }
 
+    /// Nearest first with early exit: pins in the radius sorted by distance, each pin's copies
+    /// fetched as the scan goes, so a page of 50 in a dense city touches a few dozen pins rather
+    /// than every copy within the radius. Details are joined for the page only.
     static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
-        SQLStatement(sql: placedSQL + """
-            , page AS (
-                SELECT copy_id, distance, public_latitude, public_longitude FROM placed
-                WHERE $15::float8 IS NULL OR (distance, copy_id) > ($15, $16)
-                ORDER BY distance, copy_id
+        SQLStatement(sql: """
+            WITH page AS (
+                SELECT placed.copy_id, near.distance, near.public_latitude, near.public_longitude
+                FROM (
+                    SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
+                           bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
+                    FROM pins p
+                    WHERE \(boxFilter)
+                      AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
+                      AND p.owner_id <> $12
+                      AND ($15::float8 IS NULL OR bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) >= $15)
+                    ORDER BY distance
+                ) near
+                CROSS JOIN LATERAL (
+                    SELECT c.id AS copy_id FROM copies c
+                    WHERE c.pin_id = near.id AND c.status = 'available'
+                      AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+                      AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $14))
+                    UNION ALL
+                    SELECT c.id FROM copies c
+                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+                      AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+                      AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $14))
+                ) placed
+                WHERE $15::float8 IS NULL OR (near.distance, placed.copy_id) > ($15, $16)
+                ORDER BY near.distance, placed.copy_id
                 LIMIT $17
             )
             SELECT \(CopiesStore.columns), page.distance, page.public_latitude, page.public_longitude
@@ -132,17 +156,24 @@ public enum NearbyBenchmarkSQL {
     public static func postGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
         """
         WITH origin AS (SELECT ST_SetSRID(ST_MakePoint(\(longitude), \(latitude)), 4326)::geography AS geog),
-        near AS MATERIALIZED (
-            SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
-            FROM bench_pin_geog g, origin
-            WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
-        ), placed AS (
-            SELECT c.id AS copy_id, near.distance FROM near JOIN copies c ON c.pin_id = near.id WHERE c.status = 'available'
-            UNION ALL
-            SELECT c.id, near.distance FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
-            WHERE near.is_default AND c.status = 'available'
+        page AS (
+            SELECT placed.copy_id, near.distance
+            FROM (
+                SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
+                FROM bench_pin_geog g, origin
+                WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
+                ORDER BY g.geog <-> origin.geog
+            ) near
+            CROSS JOIN LATERAL (
+                SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
+                UNION ALL
+                SELECT c.id FROM copies c
+                WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+            ) placed
+            ORDER BY near.distance, placed.copy_id
+            LIMIT \(limit)
         )
-        SELECT c.id, page.distance FROM (SELECT copy_id, distance FROM placed ORDER BY distance, copy_id LIMIT \(limit)) page
+        SELECT c.id, page.distance FROM page
             JOIN copies c ON c.id = page.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
         ORDER BY page.distance, c.id
         """
