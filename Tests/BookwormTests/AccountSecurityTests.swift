@@ -115,7 +115,8 @@ import Testing
     }
 
     @Test func hasherNeverRunsMoreThanItsConcurrency() async throws {
-        let hasher = try PasswordHasher(settings: .init(memoryLimitBytes: 8 << 20, operationsLimit: 1, concurrency: 2, queueLimit: 3))
+        // Slow hashes (~100 ms+), so the 20 arrive while the first ones still hold their slots.
+        let hasher = try PasswordHasher(settings: .init(memoryLimitBytes: 64 << 20, operationsLimit: 3, concurrency: 2, queueLimit: 3))
         let results = await withTaskGroup(of: Bool.self) { group in
             for index in 0..<20 {
                 group.addTask { (try? await hasher.hash("password \(index)")) != nil }

@@ -35,6 +35,10 @@ public final class PasswordHasher: Service, Sendable {
     public let settings: Settings
     private let pool: NIOThreadPool
     private let admitted = Mutex(0)
+    private let completed = Mutex(0)
+
+    /// Argon2 computations finished so far (hashes and verifications alike).
+    public var completedCount: Int { completed.withLock { $0 } }
     /// A hash of a random password, verified against when the account does not exist so that
     /// an unknown login costs the same time as a wrong password.
     private let dummyHash: String
@@ -81,6 +85,7 @@ public final class PasswordHasher: Service, Sendable {
         defer { admitted.withLock { $0 -= 1 } }
         return try await pool.runIfActive {
             HashingThread.lowerPriorityOnce()
+            defer { self.completed.withLock { $0 += 1 } }
             return try work()
         }
     }
