@@ -61,15 +61,10 @@ extension TestApp {
                     let expected = pins.map { ($0.id, Geo.distanceKm(origin, $0.publicPoint)) }
                         .filter { abs($0.1 - radius) > 1e-6 && $0.1 <= radius }
                     let gotSet = got.filter { id in !pins.contains { copyOfPin[$0.id] == id && abs(Geo.distanceKm(origin, $0.publicPoint) - radius) <= 1e-6 } }
-                    // Same ids in the same order: nearest first; among rows whose distances are equal
-                    // (a cell's homes, or points placed symmetrically) any order is nearest first.
-                    let distanceOf = Dictionary(uniqueKeysWithValues: pins.compactMap { pin in
-                        copyOfPin[pin.id].map { ($0, Geo.distanceKm(origin, pin.publicPoint)) } })
+                    // Same ids in the same order: nearest first, ties (a cell's homes) by copy id.
                     let expectedIDs = expected.compactMap { pin in copyOfPin[pin.0].map { ($0, pin.1) } }
                         .sorted { ($0.1, $0.0) < ($1.1, $1.0) }.map(\.0)
-                    #expect(Set(gotSet) == Set(expectedIDs) && gotSet.count == expectedIDs.count, "origin \(origin) radius \(radius)")
-                    let sameOrder = zip(gotSet, expectedIDs).allSatisfy { abs((distanceOf[$0] ?? -1) - (distanceOf[$1] ?? -2)) < 1e-9 }
-                    #expect(sameOrder, "origin \(origin) radius \(radius)")
+                    #expect(gotSet == expectedIDs, "origin \(origin) radius \(radius)")
                     if radius == 60 { #expect(expectedIDs.count > 100) }
                 }
             }

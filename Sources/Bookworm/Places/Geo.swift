@@ -22,16 +22,6 @@ enum Geo {
         return 2 * earthRadiusKm * asin(min(1, sqrt(h)))
     }
 
-    /// The point on the unit sphere (what `pins.public_xyz` stores).
-    static func unitVector(_ point: GeoPoint) -> (x: Double, y: Double, z: Double) {
-        let lat = point.latitude * .pi / 180
-        let lon = point.longitude * .pi / 180
-        return (cos(lat) * cos(lon), cos(lat) * sin(lon), sin(lat))
-    }
-
-    /// Straight-line distance on the unit sphere between points `km` apart on the Earth.
-    static func chord(forKm km: Double) -> Double { 2 * sin(min(Double.pi, km / earthRadiusKm) / 2) }
-
     /// The centre of the ~1 km grid cell holding `point`. Rows are `cellDegrees` of latitude;
     /// each row is cut into as many equal columns as make them ~1 km wide at its middle, so
     /// cells stay about square from the equator to the poles. Every point of a cell maps to the

@@ -13,9 +13,8 @@ struct NearbyQuery: Sendable {
     static let maxRadiusKm = 500.0
 }
 
-/// Keyset position in a nearest-first list: the exact sort key (a distance, or for copies the
-/// chord that orders like it; as its bit pattern, so it survives the round trip) and the row
-/// id that breaks ties.
+/// Keyset position in a nearest-first list: the exact distance (as its bit pattern, so it
+/// survives the round trip) and the row id that breaks ties.
 struct DistanceCursor: Equatable, Sendable {
     let distance: Double
     let id: UUID
@@ -45,8 +44,6 @@ struct NearbyCopy: Encodable, Sendable {
     let copy: CopyView
     let distanceKm: Double
     let place: PublicPlace
-    /// What the list is ordered by (the chord to the public point); goes into the cursor only.
-    let sortKey: Double
 
     enum CodingKeys: String, CodingKey {
         case distanceKm = "distance_km", pin

@@ -53,29 +53,22 @@ struct NearbyStore: Sendable {
                 .uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
     }
 
-    /// Nearest first with early exit: a KNN scan of the unit-sphere index reads pins in
-    /// distance order (bounded by a box around the radius), each pin's copies are fetched as the
-    /// scan goes, and the page stops after `limit` rows. Ordering and the cursor use the chord
-    /// length, which orders exactly as the great-circle distance shown. Details are joined for
-    /// the page only.
-    /// `indexed: false` is the benchmark's full scan: no index prefilter, no index order.
-    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, indexed: Bool = true) -> SQLStatement {
-        let unit = Geo.unitVector(query.origin)
-        let prefilter = indexed ? "p.public_xyz <@ cube_enlarge(cube(ARRAY[$18::float8, $19::float8, $20::float8]), $21, 3)" : "$21::float8 > 0"
-        let indexOrder = indexed ? "ORDER BY p.public_xyz <-> cube(ARRAY[$18::float8, $19::float8, $20::float8])" : ""
-        return SQLStatement(sql: """
+    /// Nearest first with early exit: pins in the radius sorted by distance, each pin's copies
+    /// fetched as the scan goes, so a page of 50 in a dense city touches a few dozen pins rather
+    /// than every copy within the radius. Details are joined for the page only.
+    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
+        SQLStatement(sql: """
             WITH page AS (
-                SELECT placed.copy_id, near.distance, near.chord, near.public_latitude, near.public_longitude
+                SELECT placed.copy_id, near.distance, near.public_latitude, near.public_longitude
                 FROM (
                     SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
-                           bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance,
-                           p.public_xyz <-> cube(ARRAY[$18::float8, $19::float8, $20::float8]) AS chord
+                           bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
                     FROM pins p
-                    WHERE \(prefilter)
+                    WHERE \(boxFilter)
                       AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
                       AND p.owner_id <> $12
-                      AND ($15::float8 IS NULL OR p.public_xyz <-> cube(ARRAY[$18::float8, $19::float8, $20::float8]) >= $15)
-                    \(indexOrder)
+                      AND ($15::float8 IS NULL OR bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) >= $15)
+                    ORDER BY distance
                 ) near
                 CROSS JOIN LATERAL (
                     SELECT c.id AS copy_id FROM copies c
@@ -88,17 +81,15 @@ struct NearbyStore: Sendable {
                       AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
                       AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $14))
                 ) placed
-                WHERE $15::float8 IS NULL OR (near.chord, placed.copy_id) > ($15, $16)
-                ORDER BY near.chord, placed.copy_id
+                WHERE $15::float8 IS NULL OR (near.distance, placed.copy_id) > ($15, $16)
+                ORDER BY near.distance, placed.copy_id
                 LIMIT $17
             )
-            SELECT \(CopiesStore.columns), page.distance, page.public_latitude, page.public_longitude, page.chord
+            SELECT \(CopiesStore.columns), page.distance, page.public_latitude, page.public_longitude
             FROM page JOIN copies c ON c.id = page.copy_id
                  JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
-            ORDER BY page.chord, c.id
-            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit),
-                                                 .double(unit.x), .double(unit.y), .double(unit.z),
-                                                 .double(Geo.chord(forKm: query.radiusKm) + 1e-9)])
+            ORDER BY page.distance, c.id
+            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
     }
 
     static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
@@ -121,11 +112,10 @@ struct NearbyStore: Sendable {
         let rows = try await client.query(Self.copiesStatement(query, after: after, limit: limit).query, logger: logger)
         var result: [NearbyCopy] = []
         for try await row in rows.decode((UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
-                                          UUID, String?, String, [String], UUID, String, String?, Double, Double, Double, Double).self) {
+                                          UUID, String?, String, [String], UUID, String, String?, Double, Double, Double).self) {
             let copy = CopiesStore.view((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8,
                                          row.9, row.10, row.11, row.12, row.13, row.14, row.15))
-            result.append(NearbyCopy(copy: copy, distanceKm: row.16, place: PublicPlace(latitude: row.17, longitude: row.18),
-                                     sortKey: row.19))
+            result.append(NearbyCopy(copy: copy, distanceKm: row.16, place: PublicPlace(latitude: row.17, longitude: row.18)))
         }
         return result
     }
@@ -150,12 +140,16 @@ public enum NearbyBenchmarkSQL {
         return NearbyStore.copiesStatement(query, after: nil, limit: limit).literalSQL
     }
 
-    /// The same statement without its index prefilter and index order: every pin's distance is
-    /// computed and everything in the radius sorted.
+    /// The same statement with the box prefilter taken out: every pin's distance is computed.
     public static func fullScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        nearbyCopies(latitude: latitude, longitude: longitude, radiusKm: radiusKm, limit: limit, caller: caller)
+            .replacingOccurrences(of: literalBoxFilter(latitude: latitude, longitude: longitude, radiusKm: radiusKm), with: "true")
+    }
+
+    private static func literalBoxFilter(latitude: Double, longitude: Double, radiusKm: Double) -> String {
         let query = NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
-                                words: nil, isbn13: nil, callerID: caller)
-        return NearbyStore.copiesStatement(query, after: nil, limit: limit, indexed: false).literalSQL
+                                words: nil, isbn13: nil, callerID: UUID())
+        return SQLStatement(sql: NearbyStore.boxFilter, values: NearbyStore.placedValues(query)).literalSQL
     }
 
     /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.

@@ -12,8 +12,6 @@ CREATE FUNCTION bookworm_distance_km(lat1 float8, lon1 float8, lat2 float8, lon2
             + cos(radians(lat1)) * cos(radians(lat2)) * sin(radians(lon2 - lon1) / 2) ^ 2)))
     $$;
 
-CREATE EXTENSION IF NOT EXISTS cube;
-
 CREATE TABLE pins (
     id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     owner_id          uuid NOT NULL REFERENCES users (id) ON DELETE CASCADE,
@@ -24,13 +22,6 @@ CREATE TABLE pins (
     public_latitude   float8 NOT NULL CHECK (public_latitude BETWEEN -90 AND 90),
     public_longitude  float8 NOT NULL CHECK (public_longitude BETWEEN -180 AND 180),
     is_default        boolean NOT NULL DEFAULT false,
-    -- The public point on the unit sphere. Straight-line (chord) distance between such points
-    -- orders exactly like great-circle distance, so a GiST KNN scan (`<->`) on it reads pins
-    -- nearest first and a nearby page stops after the few pins it needs.
-    public_xyz        cube GENERATED ALWAYS AS (cube(ARRAY[
-                          cos(radians(public_latitude)) * cos(radians(public_longitude)),
-                          cos(radians(public_latitude)) * sin(radians(public_longitude)),
-                          sin(radians(public_latitude))])) STORED,
     created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at        timestamptz NOT NULL DEFAULT clock_timestamp()
 );
@@ -39,7 +30,6 @@ CREATE UNIQUE INDEX pins_one_default_idx ON pins (owner_id) WHERE is_default;
 CREATE INDEX pins_owner_idx ON pins (owner_id, created_at, id);
 -- Prunes nearby searches to a latitude/longitude box around the query; the exact distance decides.
 CREATE INDEX pins_public_point_idx ON pins USING gist (point(public_longitude, public_latitude));
-CREATE INDEX pins_public_xyz_idx ON pins USING gist (public_xyz);
 
 ALTER TABLE copies ADD CONSTRAINT copies_pin_id_fkey FOREIGN KEY (pin_id) REFERENCES pins (id) ON DELETE SET NULL;
 -- The two ways a copy is somewhere: on its own pin, or (unplaced) on its owner's default pin.
