@@ -7,17 +7,21 @@ enum Sodium {
 }
 
 enum Digest {
+    /// Hashes in place when the bytes are contiguous (every JSON response body is hashed for its
+    /// ETag, so no copy on that path); copies only for non-contiguous collections.
     static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        precondition(Sodium.ready)
-        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        let input = Array(bytes)
-        _ = input.withUnsafeBufferPointer { inPtr in
-            crypto_hash_sha256(&out, inPtr.baseAddress, UInt64(inPtr.count))
-        }
-        return out
+        if let digest = bytes.withContiguousStorageIfAvailable({ sha256(UnsafeRawBufferPointer($0)) }) { return digest }
+        return Array(bytes).withUnsafeBytes { sha256($0) }
     }
 
-    static func sha256(_ data: Data) -> [UInt8] { sha256([UInt8](data)) }
+    static func sha256(_ data: Data) -> [UInt8] { data.withUnsafeBytes { sha256($0) } }
+
+    private static func sha256(_ buffer: UnsafeRawBufferPointer) -> [UInt8] {
+        precondition(Sodium.ready)
+        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        _ = crypto_hash_sha256(&out, buffer.bindMemory(to: UInt8.self).baseAddress, UInt64(buffer.count))
+        return out
+    }
     static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
 
     static func sha256Hex(_ data: Data) -> String { hex(sha256(data)) }

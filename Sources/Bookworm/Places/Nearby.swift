@@ -19,7 +19,8 @@ struct DistanceCursor: Equatable, Sendable {
     let distance: Double
     let id: UUID
 
-    var encoded: String { SecureRandom.base64URL(Array("\(distance.bitPattern):\(id.apiString)".utf8)) }
+    /// The same opaque form as time cursors; a non-negative double's bit pattern fits an Int64.
+    var encoded: String { Cursor(micros: Int64(bitPattern: distance.bitPattern), id: id).encoded }
 
     init(distance: Double, id: UUID) {
         self.distance = distance
