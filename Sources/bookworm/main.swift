@@ -48,15 +48,16 @@ struct Seed: AsyncParsableCommand {
     @Option(help: "Users to create.") var users = 1000
     @Option(help: "Books (editions, with valid ISBNs) to create.") var books = 2000
     @Option(help: "Copies to create, spread over the users and books.") var copies = 10000
+    @Option(help: "Feed posts to create, by users with a pin, placed on their default pin.") var posts = 2000
 
     func validate() throws {
-        guard users >= 0, books >= 0, copies >= 0 else { throw ValidationError("counts must not be negative") }
+        guard users >= 0, books >= 0, copies >= 0, posts >= 0 else { throw ValidationError("counts must not be negative") }
         guard copies == 0 || (users > 0 && books > 0) else { throw ValidationError("copies need at least one user and one book") }
     }
 
     func run() async throws {
         let config = try loadConfig()
-        let counts = Seeder.Counts(users: users, books: books, copies: copies)
+        let counts = Seeder.Counts(users: users, books: books, copies: copies, posts: posts)
         print(try await runSeedCommand(counts, config: config, logger: Logger(label: "bookworm.seed")))
     }
 }

@@ -7,7 +7,7 @@ import Testing
 @Suite struct SeedTests {
     @Test func seedCreatesValidUsersBooksAndCopies() async throws {
         try await withTestDatabase { _, client in
-            try await Seeder(client: client, logger: Logger(label: "seed")).run(.init(users: 12, books: 30, copies: 7000))
+            try await Seeder(client: client, logger: Logger(label: "seed")).run(.init(users: 12, books: 30, copies: 7000, posts: 6000))
             var counts: [Int] = []
             for table in ["users", "books", "copies"] {
                 for try await count in try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM \(table)")).decode(Int.self) {
@@ -26,6 +26,16 @@ import Testing
                 #expect(users == 12)
                 #expect(withDefault == 12)
                 #expect(most <= 2)
+            }
+            // Posts sit on their author's default pin, newest last in the table as in production.
+            let posts = try await client.query("""
+                SELECT count(*)::int8, count(*) FILTER (WHERE pin.is_default AND pin.owner_id = po.author_id)::int8,
+                       count(DISTINCT po.kind)::int8, count(po.book_id)::int8
+                FROM posts po JOIN pins pin ON pin.id = po.pin_id
+                """)
+            for try await (total, onDefault, kinds, withBook) in posts.decode((Int, Int, Int, Int).self) {
+                #expect(total == 6000 && onDefault == 6000 && kinds == 2)
+                #expect(withBook > 2000 && withBook < 4000)
             }
             let spread = try await client.query("SELECT count(DISTINCT owner_id)::int8, count(DISTINCT book_id)::int8 FROM copies")
             for try await (owners, books) in spread.decode((Int, Int).self) {

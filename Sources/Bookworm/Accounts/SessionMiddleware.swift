@@ -3,11 +3,15 @@ import HTTPTypes
 import Hummingbird
 
 /// Requires `Authorization: Bearer <token>` naming a live session; anything else is 401.
+/// `optional`: a request without the header goes on signed out, but a token that is sent must
+/// be good, so a client never mistakes an expired session for a signed-out view.
 struct SessionMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let sessions: SessionStore
+    var optional = false
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if optional, request.headers[.authorization] == nil { return try await next(request, context) }
         guard let header = request.headers[.authorization], header.count > 7,
               header.prefix(7).lowercased() == "bearer " else {
             throw AppError.unauthorized(code: "unauthorized", detail: "A bearer token is required")

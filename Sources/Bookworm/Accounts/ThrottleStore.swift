@@ -9,12 +9,15 @@ struct ThrottleStore: Sendable {
     let logger: Logger
 
     /// Seconds until another event under `key` is allowed, or nil when under `limit`.
-    func retryAfter(key: String, limit: Int, window: TimeInterval) async throws -> Int? {
-        let rows = try await client.query("""
+    /// On `connection` when given, so a check and the write it guards share a transaction.
+    func retryAfter(key: String, limit: Int, window: TimeInterval, on connection: PostgresConnection? = nil) async throws -> Int? {
+        let query: PostgresQuery = """
             SELECT count(*)::int8, EXTRACT(EPOCH FROM (min(occurred_at) + make_interval(secs => \(window)) - clock_timestamp()))::float8
             FROM throttle_events
             WHERE key = \(key) AND occurred_at > clock_timestamp() - make_interval(secs => \(window))
-            """, logger: logger)
+            """
+        let rows = if let connection { try await connection.query(query, logger: logger) }
+                   else { try await client.query(query, logger: logger) }
         for try await (count, remaining) in rows.decode((Int, Double?).self) where count >= limit {
             return max(1, Int((remaining ?? window).rounded(.up)))
         }
@@ -22,14 +25,15 @@ struct ThrottleStore: Sendable {
     }
 
     /// Counts one event under each key, trimming that key's events older than the window.
-    func record(keys: [String], window: TimeInterval) async throws {
-        try await client.query("""
+    func record(keys: [String], window: TimeInterval, on connection: PostgresConnection? = nil) async throws {
+        let query: PostgresQuery = """
             WITH trimmed AS (
                 DELETE FROM throttle_events
                 WHERE key = ANY(\(keys)) AND occurred_at < clock_timestamp() - make_interval(secs => \(window))
             )
             INSERT INTO throttle_events (key) SELECT unnest(\(keys))
-            """, logger: logger)
+            """
+        if let connection { try await connection.query(query, logger: logger) } else { try await client.query(query, logger: logger) }
     }
 
     func reset(key: String) async throws {

@@ -76,6 +76,7 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
                  openAPIDocument: try SystemRoutes.loadOpenAPIDocument()).addRoutes(to: router)
     let v1 = router.group("v1")
     let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
+    let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
     let books = BooksStore(client: client, logger: logger)
     let copies = CopiesStore(client: client, logger: logger)
     AccountsRoutes(service: accounts, copies: copies).addRoutes(public: v1, authenticated: authenticated)
@@ -86,5 +87,7 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
     PinsRoutes(client: client, pins: pins).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    PostsRoutes(client: client, posts: PostsStore(client: client, logger: logger), pins: pins, throttles: throttles,
+                policy: config.feed).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     return (router, [Housekeeping(sessions: sessions, throttles: throttles, logger: logger)])
 }

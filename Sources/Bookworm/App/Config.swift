@@ -12,6 +12,7 @@ public struct Config: Sendable {
     public var hashing: PasswordHasher.Settings
     public var sessions: SessionPolicy
     public var throttles: ThrottlePolicy
+    public var feed: FeedPolicy
     public var maxBodyBytes: Int
     /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
     public var trustForwardedFor: Bool
@@ -28,6 +29,7 @@ public struct Config: Sendable {
         hashing: PasswordHasher.Settings = .init(),
         sessions: SessionPolicy = .init(),
         throttles: ThrottlePolicy = .init(),
+        feed: FeedPolicy = .init(),
         maxBodyBytes: Int = 1 << 20,
         trustForwardedFor: Bool = false,
         logLevel: String = "info"
@@ -40,6 +42,7 @@ public struct Config: Sendable {
         self.hashing = hashing
         self.sessions = sessions
         self.throttles = throttles
+        self.feed = feed
         self.maxBodyBytes = maxBodyBytes
         self.trustForwardedFor = trustForwardedFor
         self.logLevel = logLevel
@@ -47,7 +50,7 @@ public struct Config: Sendable {
 
     /// Reads the process environment; a malformed value is an error naming the variable.
     public static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Config {
-        var reader = EnvironmentReader(env: env)
+        let reader = EnvironmentReader(env: env)
         let defaults = Config()
         var config = Config()
         config.host = reader.string("BOOKWORM_HOST") ?? defaults.host
@@ -75,6 +78,7 @@ public struct Config: Sendable {
             registrations: reader.int("BOOKWORM_REGISTER_MAX_PER_HOUR", range: 1...100_000) ?? defaults.throttles.registrations,
             registrationWindow: defaults.throttles.registrationWindow
         )
+        config.feed.postsPerHour = try reader.int("BOOKWORM_POSTS_PER_HOUR", range: 1...100_000) ?? defaults.feed.postsPerHour
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel

@@ -16,16 +16,19 @@ public final class EmbeddedPostgres: Service, @unchecked Sendable {
     let logger: Logger
     /// Trade durability for speed: for the throwaway test cluster only.
     let fastAndLoose: Bool
+    /// Extra `postgres` command-line settings for this start (pg_ctl `-o`), e.g. a preloaded library.
+    let serverOptions: String?
     private let lock = NSLock()
     private var startedByUs = false
 
     public static let superuser = "bookworm"
 
-    public init(dataDirectory: String, logger: Logger, fastAndLoose: Bool = false) {
+    public init(dataDirectory: String, logger: Logger, fastAndLoose: Bool = false, serverOptions: String? = nil) {
         let base = URL(fileURLWithPath: dataDirectory, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
         self.clusterDirectory = base.appendingPathComponent("postgres").standardizedFileURL.path
         self.logger = logger
         self.fastAndLoose = fastAndLoose
+        self.serverOptions = serverOptions
     }
 
     public var socketPath: String { clusterDirectory + "/.s.PGSQL.5432" }
@@ -46,8 +49,9 @@ public final class EmbeddedPostgres: Service, @unchecked Sendable {
         }
         if try run(bin + "/pg_ctl", ["-D", clusterDirectory, "status"], allowFailure: true) != 0 {
             logger.info("starting embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
+            let options = serverOptions.map { ["-o", $0] } ?? []
             let started = try run(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
-                                                    "-w", "-t", "120", "start"], allowFailure: true)
+                                                    "-w", "-t", "120"] + options + ["start"], allowFailure: true)
             guard started == 0 else {
                 let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
                 throw Failure(description: "PostgreSQL did not start: \(log.suffix(2000))")

@@ -74,7 +74,7 @@ public func runSeedCommand(_ counts: Seeder.Counts, config: Config, logger: Logg
         guard pending.isEmpty else { throw MigrationError.pending(pending.map(\.name)) }
         let start = Date()
         try await Seeder(client: client, logger: logger).run(counts)
-        return String(format: "Seeded %d users, %d books, %d copies in %.1f s. Every demo user's password is %@.",
-                      counts.users, counts.books, counts.copies, Date().timeIntervalSince(start), Seeder.demoPassword)
+        return String(format: "Seeded %d users, %d books, %d copies, %d posts in %.1f s. Every demo user's password is %@.",
+                      counts.users, counts.books, counts.copies, counts.posts, Date().timeIntervalSince(start), Seeder.demoPassword)
     }
 }

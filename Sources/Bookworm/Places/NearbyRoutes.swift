@@ -27,6 +27,16 @@ struct NearbyRoutes: Sendable {
     }
 
     static func parse(_ request: Request, caller: UUID) throws -> (NearbyQuery, limit: Int, after: DistanceCursor?) {
+        let (origin, radius) = try parseArea(request)
+        let words = CatalogValidation.searchWords(try request.queryText("q"))
+        let isbn = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
+        let page = try PageRequest.limit(request)
+        let after = try request.queryText("cursor", maxLength: 128).map(DistanceCursor.init(encoded:))
+        return (NearbyQuery(origin: origin, radiusKm: radius, words: words, isbn13: isbn, callerID: caller), page, after)
+    }
+
+    /// `latitude`, `longitude` (required) and `radius_km` (default 10, at most 500).
+    static func parseArea(_ request: Request) throws -> (GeoPoint, radiusKm: Double) {
         var errors: [FieldError] = []
         let latitude = collectFieldErrors(&errors) { try number(request, "latitude", default: nil) }
         let longitude = collectFieldErrors(&errors) { try number(request, "longitude", default: nil) }
@@ -36,11 +46,7 @@ struct NearbyRoutes: Sendable {
         guard radius > 0, radius <= NearbyQuery.maxRadiusKm else {
             throw AppError.invalid("radius_km", "must be more than 0 and at most \(Int(NearbyQuery.maxRadiusKm))")
         }
-        let words = CatalogValidation.searchWords(try request.queryText("q"))
-        let isbn = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
-        let page = try PageRequest.limit(request)
-        let after = try request.queryText("cursor", maxLength: 128).map(DistanceCursor.init(encoded:))
-        return (NearbyQuery(origin: origin, radiusKm: radius, words: words, isbn13: isbn, callerID: caller), page, after)
+        return (origin, radius)
     }
 
     private static func number(_ request: Request, _ name: String, default fallback: Double?) throws -> Double {

@@ -9,10 +9,12 @@ public struct Seeder: Sendable {
         public var users: Int
         public var books: Int
         public var copies: Int
-        public init(users: Int, books: Int, copies: Int) {
+        public var posts: Int
+        public init(users: Int, books: Int, copies: Int, posts: Int = 0) {
             self.users = users
             self.books = books
             self.copies = copies
+            self.posts = posts
         }
     }
 
@@ -35,6 +37,7 @@ public struct Seeder: Sendable {
         let bookIDs = try await insertBooks(counts.books)
         try await insertCopies(counts.copies, owners: userIDs, books: bookIDs)
         _ = try await addPins()
+        try await insertPosts(counts.posts)
         try await client.query("ANALYZE users", logger: logger)
         try await client.query("ANALYZE books", logger: logger)
         try await client.query("ANALYZE copies", logger: logger)

@@ -35,7 +35,8 @@ actor TestDatabaseServer {
         if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
             settings = try DatabaseSettings(url: url)
         } else {
-            let embedded = EmbeddedPostgres(dataDirectory: Self.dataDirectory, logger: logger, fastAndLoose: true)
+            let embedded = EmbeddedPostgres(dataDirectory: Self.dataDirectory, logger: logger, fastAndLoose: true,
+                                            serverOptions: "-c shared_preload_libraries=pg_stat_statements")
             settings = try await embedded.start(database: "postgres")
         }
         try await rebuildTemplate(admin: settings)

@@ -1,0 +1,127 @@
+import Foundation
+
+enum PostKind: String, CaseIterable, Sendable {
+    /// "for trade"
+    case offer
+    /// "asking for"
+    case wanted
+}
+
+/// A post as anyone sees it: who wrote it and which book it is about, so a client renders a
+/// feed page from one response.
+struct PostView: Encodable, Sendable {
+    let id: UUID
+    let kind: String
+    let body: String
+    let author: OwnerSummary
+    let book: BookSummary?
+    let copyID: UUID?
+    let createdAt: Date
+    /// Only in the nearby feed: to the pin's public point, never to an exact home.
+    let distanceKm: Double?
+    /// Keyset position, not part of the JSON.
+    let createdMicros: Int64
+
+    var cursor: Cursor { Cursor(micros: createdMicros, id: id) }
+
+    enum CodingKeys: String, CodingKey {
+        case id, kind, body, author, book
+        case copyID = "copy_id", createdAt = "created_at", distanceKm = "distance_km"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(kind, forKey: .kind)
+        try container.encode(body, forKey: .body)
+        try container.encode(author, forKey: .author)
+        try container.encode(book, forKey: .book)
+        try container.encode(copyID?.apiString, forKey: .copyID)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(distanceKm.map(Nearby.rounded), forKey: .distanceKm)
+    }
+}
+
+/// What a feed page may be narrowed by.
+struct FeedFilter: Sendable {
+    var kind: PostKind?
+    /// A username, matched case-insensitively.
+    var author: String?
+    var bookID: UUID?
+    /// With a location: only posts whose pin's public point is within the radius.
+    var near: NearbyArea?
+}
+
+/// Where the nearby feed looks.
+struct NearbyArea: Sendable {
+    let origin: GeoPoint
+    let radiusKm: Double
+}
+
+/// How much one account may post.
+public struct FeedPolicy: Sendable {
+    public var postsPerHour: Int
+    /// The same body again within this many seconds is a 409.
+    public var duplicateWindow: TimeInterval
+
+    public init(postsPerHour: Int = 20, duplicateWindow: TimeInterval = 60) {
+        self.postsPerHour = postsPerHour
+        self.duplicateWindow = duplicateWindow
+    }
+}
+
+/// A validated new post; `pinID` nil means "the author's default pin".
+struct NewPost: Sendable {
+    let kind: PostKind
+    let body: String
+    let bookID: UUID?
+    let copyID: UUID?
+    let pinID: UUID?
+}
+
+struct CreatePostBody: StrictBody {
+    let kind: String
+    let body: String
+    let bookID: UUID?
+    let copyID: UUID?
+    let pinID: UUID?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case kind, body
+        case bookID = "book_id", copyID = "copy_id", pinID = "pin_id"
+    }
+}
+
+enum FeedValidation {
+    static let maxBodyLength = 2000
+
+    static func kind(_ raw: String) throws -> PostKind {
+        guard let kind = PostKind(rawValue: raw) else {
+            throw AppError.invalid("kind", "must be one of: offer, wanted")
+        }
+        return kind
+    }
+
+    /// Trimmed, CRLF taken as a newline; other control characters (tabs included) are refused
+    /// rather than stripped, so what is stored is what the author saw. Counted in Unicode
+    /// scalars, as PostgreSQL's `char_length` counts them.
+    static func body(_ raw: String) throws -> String {
+        let value = raw.replacingOccurrences(of: "\r\n", with: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        let length = value.unicodeScalars.count
+        guard length >= 1 else { throw AppError.invalid("body", "must not be empty") }
+        guard length <= maxBodyLength else {
+            throw AppError.invalid("body", "must be at most \(maxBodyLength) characters (is \(length))")
+        }
+        let control = value.unicodeScalars.contains { $0 != "\n" && $0.properties.generalCategory == .control }
+        guard !control else { throw AppError.invalid("body", "must not contain control characters other than newline") }
+        return value
+    }
+
+    static func newPost(_ body: CreatePostBody) throws -> NewPost {
+        var errors: [FieldError] = []
+        let postKind = collectFieldErrors(&errors) { try Self.kind(body.kind) }
+        let text = collectFieldErrors(&errors) { try Self.body(body.body) }
+        guard errors.isEmpty, let postKind, let text else { throw AppError.validation(errors) }
+        return NewPost(kind: postKind, body: text, bookID: body.bookID, copyID: body.copyID, pinID: body.pinID)
+    }
+}
