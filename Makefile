@@ -2,7 +2,7 @@
 # Both install what is missing first (`make deps`).
 
 SWIFT ?= swift
-APT_PACKAGES := libsodium-dev postgresql postgresql-contrib pkg-config
+APT_PACKAGES := libsodium-dev libcurl4-openssl-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd
 BENCH_PACKAGES := wrk postgresql-15-postgis-3
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -13,7 +13,7 @@ TEST_DATA_DIR ?= $(shell \
 	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
 	else echo "$(CURDIR)/.bookworm/test"; fi)
 
-.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby seed stop-test-db clean
+.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -57,6 +57,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
 	$(SWIFT) run -c release --skip-build BookwormBench catalog
 	$(SWIFT) run -c release --skip-build BookwormBench nearby
+	$(SWIFT) run -c release --skip-build BookwormBench feed
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
@@ -66,6 +67,9 @@ bench-catalog: bench-build
 
 bench-nearby: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench nearby
+
+bench-feed: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench feed
 
 seed: deps
 	$(SWIFT) run bookworm seed

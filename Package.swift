@@ -24,10 +24,16 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // SMTP through libcurl: a C shim, since Swift cannot call the variadic curl_easy_setopt.
+        .target(
+            name: "CCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
         .target(
             name: "Bookworm",
             dependencies: [
                 "CSodium",
+                "CCurl",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -6,7 +6,7 @@ struct BookwormBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
-        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self]
+        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self]
     )
 }
 
@@ -51,5 +51,21 @@ struct NearbyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await NearbyBenchmark(points: points, seconds: seconds, clients: clients, port: port).run()
+    }
+}
+
+struct FeedCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "feed",
+        abstract: "Feed page 1 vs page 1000 (cursor, and OFFSET for comparison), nearby feed p50/p99, HTTP vs pgbench.")
+
+    @Option(help: "Posts to seed over the existing users and pins (only what is missing is added).") var posts = 1_000_000
+    @Option(help: "City-weighted points for the nearby feed.") var points = 1000
+    @Option(help: "Seconds for each load phase.") var seconds = 15
+    @Option(help: "Concurrent clients for the throughput comparison.") var clients = 16
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await FeedBenchmark(posts: posts, points: points, seconds: seconds, clients: clients, port: port).run()
     }
 }

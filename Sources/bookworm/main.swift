@@ -8,7 +8,7 @@ struct BookwormCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookworm",
         abstract: "The Bookworm book-exchange backend.",
-        subcommands: [Serve.self, Migrate.self, Seed.self],
+        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Seed.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -19,9 +19,13 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Apply pending migrations before serving.")
     var migrate = false
 
+    @Flag(help: "Do not run the outbox worker in this process (run `bookworm worker` instead).")
+    var noWorker = false
+
     func run() async throws {
         var config = try loadConfig()
         config.migrateOnStart = migrate
+        config.runWorker = !noWorker
         let app = try await buildApplication(config: config)
         try await app.runService()
     }
@@ -41,6 +45,46 @@ struct Migrate: AsyncParsableCommand {
 }
 
 extension MigrateAction: ExpressibleByArgument {}
+
+struct Worker: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the outbox worker alone (any number of workers may run at once); stops on SIGTERM.")
+
+    func run() async throws {
+        try await runWorkerCommand(config: try loadConfig(), logger: Logger(label: "bookworm.worker"))
+    }
+}
+
+struct Outbox: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The mail queue: stats | list [--status queued|sent|failed] | retry ID | discard ID.")
+
+    @Argument(help: "stats | list | retry | discard") var action: String = "stats"
+    @Argument(help: "The message id, for retry and discard.") var id: String?
+    @Option(help: "Only messages with this status (list).") var status: String?
+    @Option(help: "How many messages to list.") var limit = 50
+
+    func validate() throws {
+        guard ["stats", "list", "retry", "discard"].contains(action) else { throw ValidationError("unknown action '\(action)'") }
+        if ["retry", "discard"].contains(action), id.flatMap(UUID.init(uuidString:)) == nil {
+            throw ValidationError("\(action) needs the message id (a UUID)")
+        }
+        if let status, !["queued", "sent", "failed"].contains(status) { throw ValidationError("--status is queued, sent or failed") }
+        guard (1...10_000).contains(limit) else { throw ValidationError("--limit is 1 to 10000") }
+    }
+
+    func run() async throws {
+        let config = try loadConfig()
+        let parsed: OutboxAction
+        switch (action, id.flatMap(UUID.init(uuidString:))) {
+        case ("retry", let id?): parsed = .retry(id)
+        case ("discard", let id?): parsed = .discard(id)
+        case ("list", _): parsed = .list(status: status, limit: limit)
+        default: parsed = .stats
+        }
+        print(try await runOutboxCommand(parsed, config: config, logger: Logger(label: "bookworm.outbox")))
+    }
+}
 
 struct Seed: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Fill the database with realistic demo data.")

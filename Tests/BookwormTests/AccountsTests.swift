@@ -115,10 +115,16 @@ import Testing
         try await withTestDatabase { _, client in
             let logger = Logger(label: "test")
             let hasher = try PasswordHasher(settings: .fastForTests)
-            let service = AccountsService(
-                client: client, users: AccountsStore(client: client, logger: logger),
-                sessions: SessionStore(client: client, policy: SessionPolicy(), logger: logger),
-                throttles: ThrottleStore(client: client, logger: logger), hasher: hasher, policy: ThrottlePolicy(), logger: logger)
+            let users = AccountsStore(client: client, logger: logger)
+            let sessions = SessionStore(client: client, policy: SessionPolicy(), logger: logger)
+            let throttles = ThrottleStore(client: client, logger: logger)
+            let mail = AccountMail(client: client, users: users, sessions: sessions,
+                                   verifications: VerificationStore(client: client, logger: logger),
+                                   outbox: OutboxStore(client: client, logger: logger),
+                                   templates: MailTemplates(from: "t <t@example.org>", publicBaseURL: "http://x"),
+                                   throttles: throttles, hasher: hasher, logger: logger)
+            let service = AccountsService(client: client, users: users, sessions: sessions, throttles: throttles, hasher: hasher,
+                                          mail: mail, policy: ThrottlePolicy(), logger: logger)
             _ = try await service.register(.init(email: "real@example.org", emailNormalized: "real@example.org", username: "real_user",
                                                  displayName: nil, password: "correct horse battery"), clientAddress: "a")
             for login in ["ghost_user", "real_user"] {

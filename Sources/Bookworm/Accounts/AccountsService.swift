@@ -10,6 +10,7 @@ struct AccountsService: Sendable {
     let sessions: SessionStore
     let throttles: ThrottleStore
     let hasher: PasswordHasher
+    let mail: AccountMail
     let policy: ThrottlePolicy
     let logger: Logger
 
@@ -34,6 +35,7 @@ struct AccountsService: Sendable {
                 displayName: input.displayName, passwordHash: hash, on: connection)
             switch outcome {
             case .created(let user):
+                try await mail.sendCode(to: user, on: connection)
                 return (user, try await sessions.create(userID: user.id, on: connection))
             case .usernameTaken:
                 throw AppError.conflict(code: "username-taken", detail: "This username is taken", field: "username")

@@ -37,6 +37,11 @@ public func buildApplication(config: Config) async throws -> BookwormApplication
     let parts = try makeRouter(config: config, client: client, hasher: hasher, migrator: migrator, logger: logger)
     parts.router.addMethodNotAllowedResponders()
     services += [client, hasher] + parts.services
+    if config.runWorker {
+        logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
+        services.append(OutboxWorker(client: client, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+                                     policy: config.mail.outbox, logger: logger))
+    }
 
     var app = Application(
         router: parts.router,
@@ -64,9 +69,16 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
 {
     let sessions = SessionStore(client: client, policy: config.sessions, logger: logger)
     let throttles = ThrottleStore(client: client, logger: logger)
+    let users = AccountsStore(client: client, logger: logger)
+    let outbox = OutboxStore(client: client, logger: logger)
+    let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
+    let accountMail = AccountMail(
+        client: client, users: users, sessions: sessions, verifications: VerificationStore(client: client, logger: logger),
+        outbox: outbox, templates: templates, throttles: throttles, hasher: hasher, logger: logger)
     let accounts = AccountsService(
-        client: client, users: AccountsStore(client: client, logger: logger), sessions: sessions,
-        throttles: throttles, hasher: hasher, policy: config.throttles, logger: logger)
+        client: client, users: users, sessions: sessions, throttles: throttles, hasher: hasher, mail: accountMail,
+        policy: config.throttles, logger: logger)
+    let blocks = BlocksStore(client: client, logger: logger)
 
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
@@ -80,10 +92,15 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
     let books = BooksStore(client: client, logger: logger)
     let copies = CopiesStore(client: client, logger: logger)
     AccountsRoutes(service: accounts, copies: copies).addRoutes(public: v1, authenticated: authenticated)
+    AccountMailRoutes(mail: accountMail).addRoutes(public: v1, authenticated: authenticated)
+    BlocksRoutes(blocks: blocks, users: users).addRoutes(authenticated: authenticated)
+    ContactRoutes(client: client, contacts: ContactStore(client: client, logger: logger), blocks: blocks, outbox: outbox,
+                  throttles: throttles, templates: templates, policy: config.contact).addRoutes(authenticated: authenticated)
     BooksRoutes(books: books).addRoutes(public: v1, authenticated: authenticated)
     let pins = PinsStore(client: client, logger: logger)
     CopiesRoutes(client: client, books: books, copies: copies, photos: PhotosStore(client: client, logger: logger),
-                 users: accounts.users, pins: pins).addRoutes(public: v1, authenticated: authenticated)
+                 users: accounts.users, pins: pins)
+        .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     PinsRoutes(client: client, pins: pins).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)

@@ -13,6 +13,10 @@ public struct Config: Sendable {
     public var sessions: SessionPolicy
     public var throttles: ThrottlePolicy
     public var feed: FeedPolicy
+    public var mail: MailSettings
+    public var contact: ContactPolicy
+    /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
+    public var runWorker = true
     public var maxBodyBytes: Int
     /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
     public var trustForwardedFor: Bool
@@ -30,6 +34,8 @@ public struct Config: Sendable {
         sessions: SessionPolicy = .init(),
         throttles: ThrottlePolicy = .init(),
         feed: FeedPolicy = .init(),
+        mail: MailSettings = .init(),
+        contact: ContactPolicy = .init(),
         maxBodyBytes: Int = 1 << 20,
         trustForwardedFor: Bool = false,
         logLevel: String = "info"
@@ -43,6 +49,8 @@ public struct Config: Sendable {
         self.sessions = sessions
         self.throttles = throttles
         self.feed = feed
+        self.mail = mail
+        self.contact = contact
         self.maxBodyBytes = maxBodyBytes
         self.trustForwardedFor = trustForwardedFor
         self.logLevel = logLevel
@@ -79,6 +87,10 @@ public struct Config: Sendable {
             registrationWindow: defaults.throttles.registrationWindow
         )
         config.feed.postsPerHour = try reader.int("BOOKWORM_POSTS_PER_HOUR", range: 1...100_000) ?? defaults.feed.postsPerHour
+        config.mail = try MailSettings.fromEnvironment(reader, defaults: defaults.mail)
+        config.contact.perHour = try reader.int("BOOKWORM_CONTACT_PER_HOUR", range: 1...100_000) ?? defaults.contact.perHour
+        config.contact.perRecipientPerDay = try reader.int("BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY", range: 1...1000)
+            ?? defaults.contact.perRecipientPerDay
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
@@ -92,7 +104,7 @@ public struct ConfigError: Error, CustomStringConvertible {
     public var description: String { "\(variable): \(message)" }
 }
 
-private struct EnvironmentReader {
+struct EnvironmentReader {
     let env: [String: String]
 
     func string(_ name: String) -> String? {

@@ -24,6 +24,12 @@ enum Digest {
     }
     static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
 
+    /// Compares secrets without an early exit an attacker could time.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return sodium_memcmp(a, b, a.count) == 0
+    }
+
     static func sha256Hex(_ data: Data) -> String { hex(sha256(data)) }
     static func sha256Hex(_ text: String) -> String { hex(sha256(text)) }
 

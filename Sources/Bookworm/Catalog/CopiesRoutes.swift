@@ -15,8 +15,9 @@ struct CopiesRoutes: Sendable {
 
     static let maxPhotoBytes = 5 << 20
 
-    func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
-        group.get("copies", use: library)
+    func addRoutes(public group: RouterGroup<AppRequestContext>, optionallyAuthenticated: RouterGroup<AppRequestContext>,
+                   authenticated: RouterGroup<AppRequestContext>) {
+        optionallyAuthenticated.get("copies", use: library)
         group.get("copies/:id", use: get)
         group.get("photos/:id", use: photo)
         group.get("users/:username/copies", use: userCopies)
@@ -33,6 +34,7 @@ struct CopiesRoutes: Sendable {
         filter.words = CatalogValidation.searchWords(try request.queryText("q"))
         filter.isbn13 = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
         filter.condition = try request.queryText("condition").map { try CatalogValidation.condition($0).rawValue }
+        filter.viewerID = context.session?.user.id
         return try .json(try await copies.list(filter, page: page), for: request)
     }
 

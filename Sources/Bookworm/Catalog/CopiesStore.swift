@@ -10,6 +10,8 @@ struct CopyFilter: Sendable {
     var ownerID: UUID?
     /// Nil: available copies only (the library). Set: the owner's own list, every status.
     var includeAllStatuses = false
+    /// The signed-in reader: copies of anyone they blocked, or who blocked them, are left out.
+    var viewerID: UUID?
 }
 
 /// SQL for copies. Ownership is checked here, under a row lock, so a check and the change it
@@ -82,11 +84,13 @@ struct CopiesStore: Sendable {
               AND ($4::text IS NULL OR c.condition = $4)
               AND ($5::text[] IS NULL OR c.search @@ bookworm_search_query($5))
               AND ($6::int8 IS NULL OR (c.created_at, c.id) < (timestamptz 'epoch' + $6 * interval '1 microsecond', $7))
+              AND ($9::uuid IS NULL OR \(BlocksStore.noBlockBetween("$9", "c.owner_id")))
             ORDER BY c.created_at DESC, c.id DESC
             LIMIT $8
             """, values: [
                 .bool(filter.includeAllStatuses), .uuid(filter.ownerID), .text(filter.isbn13), .text(filter.condition),
                 .textArray(filter.words), .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit),
+                .uuid(filter.viewerID),
             ])
     }
 

@@ -19,7 +19,16 @@ public enum ChildProcess {
         let outputPath = FileManager.default.temporaryDirectory
             .appendingPathComponent("bookworm-\(getpid())-\(UUID().uuidString).out").path
         defer { unlink(outputPath) }
+        let pid = try spawn(executable, arguments, outputPath: outputPath)
+        let status = wait(pid)
+        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        return Result(status: status, output: output)
+    }
 
+    /// Starts `executable` in the background, standard output and error going to `outputPath`
+    /// (or nowhere), and returns its pid. `environment` nil: this process's environment.
+    public static func spawn(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                             outputPath: String = "/dev/null") throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -29,8 +38,8 @@ public enum ChildProcess {
 
         let argv = ([executable] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
-        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") }
-        defer { environment.forEach { free($0) } }
+        let variables = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") }
+        defer { variables.forEach { free($0) } }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -45,16 +54,20 @@ public enum ChildProcess {
 
         var pid = pid_t()
         let args = argv + [nil]
-        let env = environment + [nil]
-        let spawned = posix_spawn(&pid, executable, &actions, &attributes, args, env)
+        let env = variables + [nil]
+        let spawned = posix_spawnp(&pid, executable, &actions, &attributes, args, env)
         guard spawned == 0 else {
             throw EmbeddedPostgres.Failure(description: "could not start \(executable): \(String(cString: strerror(spawned)))")
         }
+        return pid
+    }
+
+    /// Waits for `pid` to end; its exit code, or 128 + the signal that ended it.
+    @discardableResult
+    public static func wait(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         // WIFEXITED / WEXITSTATUS by hand: the C macros are not imported.
-        let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return Result(status: exitCode, output: output)
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 }

@@ -50,6 +50,8 @@ struct FeedFilter: Sendable {
     var bookID: UUID?
     /// With a location: only posts whose pin's public point is within the radius.
     var near: NearbyArea?
+    /// The signed-in reader: posts of anyone they blocked, or who blocked them, are left out.
+    var viewerID: UUID?
 }
 
 /// Where the nearby feed looks.
@@ -105,15 +107,15 @@ enum FeedValidation {
     /// Trimmed, CRLF taken as a newline; other control characters (tabs included) are refused
     /// rather than stripped, so what is stored is what the author saw. Counted in Unicode
     /// scalars, as PostgreSQL's `char_length` counts them.
-    static func body(_ raw: String) throws -> String {
+    static func body(_ raw: String, field: String = "body") throws -> String {
         let value = raw.replacingOccurrences(of: "\r\n", with: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
         let length = value.unicodeScalars.count
-        guard length >= 1 else { throw AppError.invalid("body", "must not be empty") }
+        guard length >= 1 else { throw AppError.invalid(field, "must not be empty") }
         guard length <= maxBodyLength else {
-            throw AppError.invalid("body", "must be at most \(maxBodyLength) characters (is \(length))")
+            throw AppError.invalid(field, "must be at most \(maxBodyLength) characters (is \(length))")
         }
         let control = value.unicodeScalars.contains { $0 != "\n" && $0.properties.generalCategory == .control }
-        guard !control else { throw AppError.invalid("body", "must not contain control characters other than newline") }
+        guard !control else { throw AppError.invalid(field, "must not contain control characters other than newline") }
         return value
     }
 

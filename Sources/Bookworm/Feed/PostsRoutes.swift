@@ -31,6 +31,7 @@ struct PostsRoutes: Sendable {
         filter.near = collectFieldErrors(&errors) { try Self.area(request) } ?? nil
         guard errors.isEmpty else { throw AppError.validation(errors) }
         if filter.near != nil { _ = try context.requireSession() }
+        filter.viewerID = context.session?.user.id
         return try .json(try await posts.list(filter, page: page), for: request)
     }
 

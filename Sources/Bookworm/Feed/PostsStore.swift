@@ -52,18 +52,19 @@ struct PostsStore: Sendable {
         return page.page(collected, cursor: \.cursor, item: { $0 })
     }
 
-    /// The filters take `$1`–`$6`; a location adds the nearby parameters after them. Built as
+    /// The filters take `$1`–`$7`; a location adds the nearby parameters after them. Built as
     /// text plus values so the benchmark can hand the identical SQL to pgbench.
     static func listStatement(_ filter: FeedFilter, limit: Int, after: Cursor?) -> SQLStatement {
         let filters: [SQLValue] = [
             .text(filter.kind?.rawValue), .text(filter.author?.lowercased()), .uuid(filter.bookID),
-            .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit),
+            .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit), .uuid(filter.viewerID),
         ]
         let conditions = """
             ($1::text IS NULL OR po.kind = $1)
               AND ($2::text IS NULL OR po.author_id = (SELECT id FROM users WHERE lower(username) = $2))
               AND ($3::uuid IS NULL OR po.book_id = $3)
               AND ($4::int8 IS NULL OR (po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5))
+              AND ($7::uuid IS NULL OR \(BlocksStore.noBlockBetween("$7", "po.author_id")))
             """
         guard let near = filter.near else {
             return SQLStatement(sql: """
@@ -77,10 +78,10 @@ struct PostsStore: Sendable {
         // then their posts newest first.
         return SQLStatement(sql: """
             WITH near AS MATERIALIZED (
-                SELECT p.id, bookworm_distance_km($7, $8, p.public_latitude, p.public_longitude) AS distance
+                SELECT p.id, bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) AS distance
                 FROM pins p
                 WHERE \(Self.boxFilter)
-                  AND bookworm_distance_km($7, $8, p.public_latitude, p.public_longitude) <= $9
+                  AND bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) <= $10
             )
             SELECT \(columns), near.distance
             \(joins) JOIN near ON near.id = po.pin_id
@@ -91,8 +92,8 @@ struct PostsStore: Sendable {
     }
 
     static let boxFilter = """
-        (point(p.public_longitude, p.public_latitude) <@ box(point($10, $11), point($12, $13))
-                   OR point(p.public_longitude, p.public_latitude) <@ box(point($14, $15), point($16, $17)))
+        (point(p.public_longitude, p.public_latitude) <@ box(point($11, $12), point($13, $14))
+                   OR point(p.public_longitude, p.public_latitude) <@ box(point($15, $16), point($17, $18)))
         """
 
     static func areaValues(_ area: NearbyArea) -> [SQLValue] {
@@ -171,5 +172,30 @@ public enum FeedBenchmarkSQL {
     /// The statement behind `GET /v1/posts?limit=<limit>` (first page), parameters as literals.
     public static func globalFeed(limit: Int) -> String {
         PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: nil).literalSQL
+    }
+}
+
+extension FeedBenchmarkSQL {
+    /// The global feed page after `cursor` (what `?cursor=` runs), parameters as literals.
+    public static func globalFeed(limit: Int, afterMicros micros: Int64, id: UUID) -> String {
+        PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: Cursor(micros: micros, id: id)).literalSQL
+    }
+
+    /// The same page by `OFFSET`, for comparison: what a cursor-less API would run.
+    public static func globalFeedByOffset(limit: Int, offset: Int) -> String {
+        PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: nil).literalSQL + " OFFSET \(offset)"
+    }
+
+    /// The nearby feed's first page around a point.
+    public static func nearbyFeed(latitude: Double, longitude: Double, radiusKm: Double, limit: Int) -> String {
+        var filter = FeedFilter()
+        filter.near = NearbyArea(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm)
+        return PostsStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+    }
+
+    /// The keyset position a `next_cursor` stands for.
+    public static func decodeCursor(_ text: String) throws -> (micros: Int64, id: UUID) {
+        let cursor = try Cursor(encoded: text)
+        return (cursor.micros, cursor.id)
     }
 }

@@ -32,6 +32,8 @@ public enum AppError: Error, Sendable, Equatable {
     case malformedBody(String)
     case unauthorized(code: String, detail: String)
     case forbidden(String)
+    /// 403 with its own problem type, for refusals a client should tell apart.
+    case forbiddenBecause(code: String, detail: String)
     case notFound(String)
     case methodNotAllowed(allowed: [String])
     case conflict(code: String, detail: String, field: String?)
@@ -42,6 +44,8 @@ public enum AppError: Error, Sendable, Equatable {
     case overloaded(retryAfterSeconds: Int)
     case unavailable(String)
 
+    static func forbiddenCode(_ code: String, _ detail: String) -> AppError { .forbiddenBecause(code: code, detail: detail) }
+
     public static func invalid(_ field: String, _ message: String) -> AppError {
         .validation([FieldError(field, message)])
     }
@@ -50,7 +54,7 @@ public enum AppError: Error, Sendable, Equatable {
         switch self {
         case .validation, .malformedBody: .badRequest
         case .unauthorized: .unauthorized
-        case .forbidden: .forbidden
+        case .forbidden, .forbiddenBecause: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
         case .conflict: .conflict
@@ -73,6 +77,8 @@ public enum AppError: Error, Sendable, Equatable {
             return Problem(type: code, title: "Unauthorized", status: status, detail: detail)
         case .forbidden(let detail):
             return Problem(type: "forbidden", title: "Forbidden", status: status, detail: detail)
+        case .forbiddenBecause(let code, let detail):
+            return Problem(type: code, title: "Forbidden", status: status, detail: detail)
         case .notFound(let detail):
             return Problem(type: "not-found", title: "Not found", status: status, detail: detail)
         case .methodNotAllowed(let allowed):

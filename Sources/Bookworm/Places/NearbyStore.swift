@@ -26,6 +26,7 @@ struct NearbyStore: Sendable {
             WHERE \(boxFilter)
               AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
               AND p.owner_id <> $12
+              AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
         ), wanted_book AS (
             SELECT id FROM books WHERE isbn13 = $14
         ), placed AS (
@@ -67,6 +68,7 @@ struct NearbyStore: Sendable {
                     WHERE \(boxFilter)
                       AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
                       AND p.owner_id <> $12
+              AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
                       AND ($15::float8 IS NULL OR bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) >= $15)
                     ORDER BY distance
                 ) near

@@ -80,8 +80,12 @@ extension TestResponse {
 
 extension Config {
     static func forTests(_ settings: DatabaseSettings) -> Config {
-        Config(databaseURL: settings.connectionURL, databasePoolSize: 4, hashing: .fastForTests,
-               trustForwardedFor: true, logLevel: "critical")
+        var config = Config(databaseURL: settings.connectionURL, databasePoolSize: 4, hashing: .fastForTests,
+                            trustForwardedFor: true, logLevel: "critical")
+        // Tests drive the outbox themselves (or opt in to the worker), and mail never lands in the checkout.
+        config.runWorker = false
+        config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
+        return config
     }
 }
 

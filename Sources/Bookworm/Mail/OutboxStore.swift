@@ -1,0 +1,120 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A queued message as a worker claims it.
+struct ClaimedMessage: Sendable {
+    let id: UUID
+    let messageID: String
+    let envelopeFrom: String
+    let recipient: String
+    let content: String
+    let attempts: Int
+    /// The recipient is on `mail_suppressions`: fail it without sending.
+    let suppressed: Bool
+}
+
+enum OutboxKind: String, Sendable {
+    case verifyEmail = "verify_email", passwordReset = "password_reset", contact
+}
+
+/// SQL for the outbox. Writers enqueue on the connection of their own transaction, so the
+/// message exists exactly when the change that causes it does.
+struct OutboxStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    @discardableResult
+    func enqueue(_ message: MailMessage, kind: OutboxKind, on connection: PostgresConnection) async throws -> UUID {
+        let envelope = MailAddress.split(message.from).address
+        let rows = try await connection.query("""
+            INSERT INTO outbox_messages (message_id, kind, envelope_from, recipient, subject, content)
+            VALUES (\(message.messageID), \(kind.rawValue), \(envelope), \(MailAddress.split(message.to).address),
+                    \(MailHeader.clean(message.subject, limit: 200)), \(message.rendered()))
+            RETURNING id
+            """, logger: logger)
+        for try await id in rows.decode(UUID.self) { return id }
+        throw AppError.unavailable("outbox insert returned no row")
+    }
+
+    func isSuppressed(_ address: String, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("SELECT 1 FROM mail_suppressions WHERE address = \(address.lowercased())", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Due rows, oldest first, locked past other workers (`SKIP LOCKED`) and leased to `worker`.
+    /// A row whose lease ran out (its worker died) is due again.
+    func claim(worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedMessage] {
+        let rows = try await client.query("""
+            WITH due AS (
+                SELECT id FROM outbox_messages
+                WHERE status = 'queued' AND next_attempt_at <= clock_timestamp()
+                  AND (lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
+                ORDER BY next_attempt_at
+                LIMIT \(batch)
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE outbox_messages o
+            SET lease_owner = \(worker), lease_expires_at = clock_timestamp() + make_interval(secs => \(lease)),
+                attempts = o.attempts + 1, updated_at = clock_timestamp()
+            FROM due WHERE o.id = due.id
+            RETURNING o.id, o.message_id, o.envelope_from, o.recipient, o.content, o.attempts,
+                      EXISTS (SELECT 1 FROM mail_suppressions s WHERE s.address = lower(o.recipient))
+            """, logger: logger)
+        var claimed: [ClaimedMessage] = []
+        for try await (id, messageID, from, to, content, attempts, suppressed) in rows.decode((UUID, String, String, String, String, Int, Bool).self) {
+            claimed.append(ClaimedMessage(id: id, messageID: messageID, envelopeFrom: from, recipient: to, content: content,
+                                          attempts: attempts, suppressed: suppressed))
+        }
+        return claimed
+    }
+
+    /// Only rows this worker still holds: a row whose lease ran out belongs to whoever took it.
+    func markSent(_ ids: [UUID], worker: UUID) async throws {
+        guard !ids.isEmpty else { return }
+        try await client.query("""
+            UPDATE outbox_messages
+            SET status = 'sent', sent_at = clock_timestamp(), updated_at = clock_timestamp(),
+                lease_owner = NULL, lease_expires_at = NULL, last_error = NULL
+            WHERE id = ANY(\(ids)) AND lease_owner = \(worker)
+            """, logger: logger)
+    }
+
+    func scheduleRetry(_ id: UUID, worker: UUID, after delay: TimeInterval, error: String) async throws {
+        try await client.query("""
+            UPDATE outbox_messages
+            SET next_attempt_at = clock_timestamp() + make_interval(secs => \(delay)), last_error = \(String(error.prefix(500))),
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+            WHERE id = \(id) AND lease_owner = \(worker)
+            """, logger: logger)
+    }
+
+    /// Failed for good; with `suppress`, the address gets no further mail.
+    func markFailed(_ id: UUID, worker: UUID, error: String, suppress address: String?) async throws {
+        try await client.transaction(logger: logger) { connection in
+            try await connection.query("""
+                UPDATE outbox_messages
+                SET status = 'failed', last_error = \(String(error.prefix(500))), lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = clock_timestamp()
+                WHERE id = \(id) AND lease_owner = \(worker)
+                """, logger: logger)
+            if let address {
+                try await connection.query("""
+                    INSERT INTO mail_suppressions (address, reason) VALUES (\(address.lowercased()), \(String(error.prefix(500))))
+                    ON CONFLICT (address) DO NOTHING
+                    """, logger: logger)
+            }
+        }
+    }
+
+    /// On shutdown: rows claimed but not sent become due again at once, the attempt not counted.
+    func release(_ ids: [UUID], worker: UUID) async throws {
+        guard !ids.isEmpty else { return }
+        try await client.query("""
+            UPDATE outbox_messages
+            SET lease_owner = NULL, lease_expires_at = NULL, attempts = greatest(attempts - 1, 0), updated_at = clock_timestamp()
+            WHERE id = ANY(\(ids)) AND lease_owner = \(worker) AND status = 'queued'
+            """, logger: logger)
+    }
+}

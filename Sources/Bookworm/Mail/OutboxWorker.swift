@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import ServiceLifecycle
+
+/// How the outbox worker paces itself.
+public struct OutboxPolicy: Sendable {
+    public var batchSize = 50
+    /// How long a claimed row stays this worker's; past it, the row is due again.
+    public var lease: TimeInterval = 120
+    /// Polling fallback when no notification arrives.
+    public var pollInterval: TimeInterval = 5
+    public var maxAttempts = 12
+    /// First retry delay; each further one doubles (capped at `maxDelay`), with ±25 % jitter.
+    /// 12 attempts from 60 s span about a day.
+    public var baseDelay: TimeInterval = 60
+    public var maxDelay: TimeInterval = 4 * 3600
+
+    public init() {}
+
+    /// The wait before attempt `attempts + 1`.
+    func retryDelay(afterAttempt attempts: Int) -> TimeInterval {
+        let exponential = baseDelay * pow(2, Double(max(0, attempts - 1)))
+        return min(exponential, maxDelay) * Double.random(in: 0.75...1.25)
+    }
+}
+
+/// Claims due outbox rows in batches and hands them to a transport. Several workers (in one
+/// process or many) share the table safely: `FOR UPDATE SKIP LOCKED` and a lease keep a row
+/// with one worker at a time. Wakes on `NOTIFY outbox`, and polls in case one is missed.
+public struct OutboxWorker: Service {
+    let store: OutboxStore
+    let transport: any MailTransport
+    let policy: OutboxPolicy
+    let logger: Logger
+    let id = UUID()
+    let client: PostgresClient
+
+    public init(client: PostgresClient, transport: any MailTransport, policy: OutboxPolicy, logger: Logger) {
+        self.client = client
+        self.store = OutboxStore(client: client, logger: logger)
+        self.transport = transport
+        self.policy = policy
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let wake = WakeSignal()
+        let stopping = NIOLockedValueBox(false)
+        try await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await listen(wake: wake) }
+                await work(wake: wake, stopping: stopping)
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            stopping.withLockedValue { $0 = true }
+            Task { await wake.signal() }
+        }
+    }
+
+    private func work(wake: WakeSignal, stopping: NIOLockedValueBox<Bool>) async {
+        while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
+            do {
+                let handled = try await drainOnce(stopping: { stopping.withLockedValue { $0 } })
+                if handled == policy.batchSize { continue }
+            } catch {
+                logger.error("outbox batch failed", metadata: ["error": .string(String(reflecting: error))])
+            }
+            await wake.wait(timeout: policy.pollInterval)
+        }
+    }
+
+    /// One batch: claim, send in order, record each outcome. Returns how many rows it claimed.
+    @discardableResult
+    public func drainOnce(stopping: @Sendable () -> Bool = { false }) async throws -> Int {
+        let batch = try await store.claim(worker: id, batch: policy.batchSize, lease: policy.lease)
+        guard !batch.isEmpty else { return 0 }
+        var sent: [UUID] = []
+        var unsent = batch.map(\.id)
+        let session = try await transport.openSession()
+        for message in batch {
+            if stopping() { break }
+            unsent.removeFirst()
+            if message.suppressed {
+                try await store.markFailed(message.id, worker: id, error: "recipient suppressed", suppress: nil)
+                continue
+            }
+            let outcome = await session.send(OutgoingMessage(messageID: message.messageID, envelopeFrom: message.envelopeFrom,
+                                                             recipient: message.recipient, content: message.content))
+            try await record(outcome, for: message, sent: &sent)
+        }
+        await session.close()
+        try await store.markSent(sent, worker: id)
+        try await store.release(unsent, worker: id)
+        return batch.count
+    }
+
+    private func record(_ outcome: DeliveryOutcome, for message: ClaimedMessage, sent: inout [UUID]) async throws {
+        switch outcome {
+        case .sent:
+            sent.append(message.id)
+        case .temporaryFailure(let error) where message.attempts >= policy.maxAttempts:
+            logger.warning("mail failed after retries", metadata: ["message_id": .string(message.messageID), "error": .string(error)])
+            try await store.markFailed(message.id, worker: id, error: error, suppress: nil)
+        case .temporaryFailure(let error):
+            let delay = policy.retryDelay(afterAttempt: message.attempts)
+            logger.info("mail deferred", metadata: ["message_id": .string(message.messageID), "error": .string(error),
+                                                    "retry_in_seconds": .stringConvertible(Int(delay))])
+            try await store.scheduleRetry(message.id, worker: id, after: delay, error: error)
+        case .permanentFailure(let error):
+            logger.warning("mail refused; address suppressed", metadata: ["message_id": .string(message.messageID), "error": .string(error)])
+            try await store.markFailed(message.id, worker: id, error: error, suppress: message.recipient)
+        }
+    }
+
+    /// Holds one connection on `LISTEN outbox`; reconnects after a pause if it drops.
+    private func listen(wake: WakeSignal) async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    let notifications = try await connection.listen("outbox")
+                    for try await _ in notifications { await wake.signal() }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.debug("outbox listener reconnecting", metadata: ["error": .string("\(error)")])
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}
+
+/// A wake-up that is not lost when it comes before anyone waits.
+actor WakeSignal {
+    private var pending = false
+    private var waiter: CheckedContinuation<Void, Never>?
+
+    func signal() {
+        if let waiter {
+            self.waiter = nil
+            waiter.resume()
+        } else {
+            pending = true
+        }
+    }
+
+    func wait(timeout: TimeInterval) async {
+        if pending {
+            pending = false
+            return
+        }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+            await self?.timeUp()
+        }
+        await withCheckedContinuation { waiter = $0 }
+        timer.cancel()
+    }
+
+    private func timeUp() {
+        if let waiter {
+            self.waiter = nil
+            waiter.resume()
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import Bookworm
+import Foundation
+import Logging
+import PostgresNIO
+
+/// `BookwormBench feed`: on 1,000,000 posts over the places benchmark's users and pins,
+/// (a) global feed page 1 vs page 1,000 by cursor (and the same pages by OFFSET), (b) the
+/// nearby feed 10 km around city points, (c) HTTP throughput of the global feed vs pgbench.
+struct FeedBenchmark {
+    let posts: Int
+    let points: Int
+    let seconds: Int
+    let clients: Int
+    let port: Int
+    let limit = 20
+    let radiusKm = 10.0
+
+    func run() async throws {
+        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
+              let psql = Shell.which("psql") else {
+            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
+        }
+        let server = try ServerUnderTest.start(port: port)
+        defer { server.stop() }
+        let socketDirectory = server.dataDirectory + "/postgres"
+        let database = BenchDatabase(psql: psql, socketDirectory: socketDirectory)
+        if try database.scalar("SELECT count(*) FROM pins") == 0 {
+            throw Shell.Failure(description: "seed first: `BookwormBench catalog` then `nearby` seed the users, copies and pins")
+        }
+        let existing = try database.scalar("SELECT count(*) FROM posts")
+        if existing < posts {
+            print("seeding \(posts - existing) posts…")
+            try Shell.runStreaming(try ServerUnderTest.releaseBinary(),
+                                   ["seed", "--users", "0", "--books", "0", "--copies", "0", "--posts", "\(posts - existing)"],
+                                   environment: server.environment)
+        }
+        print("feed: \(try database.scalar("SELECT count(*) FROM posts")) posts")
+        let base = "http://127.0.0.1:\(port)"
+        let cursor = try walkPages(curl: curl, base: base, pages: 999)
+        let page1 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", base + "/v1/posts?limit=\(limit)"]))
+        let page1000 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency",
+                                                           base + "/v1/posts?limit=\(limit)&cursor=\(cursor)"]))
+
+        let settings = DatabaseSettings(endpoint: .socket(path: socketDirectory + "/.s.PGSQL.5432"), username: "bookworm",
+                                        password: nil, database: "bookworm")
+        let position = try FeedBenchmarkSQL.decodeCursor(cursor)
+        let sql = try await settings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
+            try await measureSQL(client: client, after: position)
+        }
+
+        let http = WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(seconds)s", "--latency", base + "/v1/posts?limit=\(limit)"]))
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-feed-\(getpid()).sql").path
+        try (FeedBenchmarkSQL.globalFeed(limit: limit) + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
+        let pg = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds)
+        report(page1: page1, page1000: page1000, sql: sql, http: http, pgbenchTPS: pg)
+    }
+
+    struct SQLTimings {
+        var cursorPage1: [Double] = []
+        var cursorPage1000: [Double] = []
+        var offsetPage1: [Double] = []
+        var offsetPage1000: [Double] = []
+        var nearby: [Double] = []
+        var nearbyRows: [Int] = []
+    }
+
+    /// The statements themselves, one connection, so the cursor/OFFSET difference is the
+    /// database's alone; then the nearby feed over city-weighted points.
+    private func measureSQL(client: PostgresClient, after: (micros: Int64, id: UUID)) async throws -> SQLTimings {
+        var timings = SQLTimings()
+        let clock = ContinuousClock()
+        let statements = [
+            FeedBenchmarkSQL.globalFeed(limit: limit), FeedBenchmarkSQL.globalFeed(limit: limit, afterMicros: after.micros, id: after.id),
+            FeedBenchmarkSQL.globalFeedByOffset(limit: limit, offset: 0), FeedBenchmarkSQL.globalFeedByOffset(limit: limit, offset: 999 * limit),
+        ]
+        var samples: [[Double]] = Array(repeating: [], count: statements.count)
+        for _ in 0..<200 {
+            for (index, statement) in statements.enumerated() {
+                samples[index].append(try await clock.measure {
+                    for try await _ in try await client.query(PostgresQuery(unsafeSQL: statement)) {}
+                }.milliseconds)
+            }
+        }
+        (timings.cursorPage1, timings.cursorPage1000, timings.offsetPage1, timings.offsetPage1000) = (samples[0], samples[1], samples[2], samples[3])
+        for origin in BenchmarkPoints.cityWeighted(count: points) {
+            let statement = FeedBenchmarkSQL.nearbyFeed(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm, limit: limit)
+            var rows = 0
+            timings.nearby.append(try await clock.measure {
+                for try await _ in try await client.query(PostgresQuery(unsafeSQL: statement)) { rows += 1 }
+            }.milliseconds)
+            timings.nearbyRows.append(rows)
+        }
+        return timings
+    }
+
+    private func walkPages(curl: String, base: String, pages: Int) throws -> String {
+        var cursor = ""
+        for index in 0..<pages {
+            let url = base + "/v1/posts?limit=\(limit)" + (cursor.isEmpty ? "" : "&cursor=\(cursor)")
+            let text = try Shell.run(curl, ["-sf", url])
+            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+                  let next = object["next_cursor"] as? String else {
+                throw Shell.Failure(description: "the feed ended after \(index + 1) pages")
+            }
+            cursor = next
+        }
+        return cursor
+    }
+
+    private func report(page1: WrkResult, page1000: WrkResult, sql: SQLTimings, http: WrkResult, pgbenchTPS: Double) {
+        let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)
+        let cursor1 = Percentiles(sql.cursorPage1), cursor1000 = Percentiles(sql.cursorPage1000)
+        let offset1 = Percentiles(sql.offsetPage1), offset1000 = Percentiles(sql.offsetPage1000)
+        let nearby = Percentiles(sql.nearby)
+        let full = sql.nearbyRows.filter { $0 == limit + 1 }.count
+        let share = http.successfulPerSecond / max(pgbenchTPS, 0.001)
+        print("")
+        print(Table(rows: [
+            ["measure (limit \(limit))", "p50", "p99", "reference / target", "met"],
+            ["(a) HTTP global feed page 1", ms(page1.p50Millis), ms(page1.p99Millis), "-", "-"],
+            ["(a) HTTP global feed page 1000 (cursor)", ms(page1000.p50Millis), ms(page1000.p99Millis),
+             String(format: "ratio <= 1.3: %.2f", ratio), ratio <= 1.3 ? "yes" : "NO"],
+            ["    SQL page 1 / 1000 by cursor", ms(cursor1.p50) + " / " + ms(cursor1000.p50), ms(cursor1.p99) + " / " + ms(cursor1000.p99),
+             String(format: "ratio %.2f", cursor1000.p50 / max(cursor1.p50, 0.0001)), "-"],
+            ["    SQL page 1 / 1000 by OFFSET", ms(offset1.p50) + " / " + ms(offset1000.p50), ms(offset1.p99) + " / " + ms(offset1000.p99),
+             String(format: "ratio %.2f (for comparison)", offset1000.p50 / max(offset1.p50, 0.0001)), "-"],
+            ["(b) nearby feed, \(Int(radiusKm)) km, \(sql.nearby.count) city points", ms(nearby.p50), ms(nearby.p99),
+             "\(full) of \(sql.nearby.count) pages full", "-"],
+            ["(c) HTTP global feed, \(clients) clients", String(format: "%.0f req/s", http.successfulPerSecond),
+             String(format: "p99 %@", ms(http.p99Millis)),
+             String(format: "%.0f tx/s pgbench; >= 50%%: %.0f%%", pgbenchTPS, share * 100), share >= 0.5 ? "yes" : "NO"],
+            ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
+        ]).render())
+    }
+
+    private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
+}

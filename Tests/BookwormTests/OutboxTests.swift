@@ -1,0 +1,144 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import PostgresNIO
+import Testing
+@testable import Bookworm
+
+extension TestApp {
+    /// Queues `count` messages straight through the store, as a business transaction would.
+    @discardableResult
+    func enqueue(to recipients: [String], subject: String = "Hello", body: String = "Body") async throws -> [String] {
+        let outbox = OutboxStore(client: db, logger: Logger(label: "test"))
+        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x")
+        var ids: [String] = []
+        for recipient in recipients {
+            let message = MailMessage(messageID: MailMessage.newMessageID(from: templates.from), from: templates.from, to: recipient,
+                                      replyTo: nil, subject: subject, body: body, date: Date())
+            try await db.transaction(logger: Logger(label: "test")) { connection in
+                try await outbox.enqueue(message, kind: .contact, on: connection)
+            }
+            ids.append(message.messageID)
+        }
+        return ids
+    }
+}
+
+@Suite struct OutboxTests {
+    @Test func aTemporaryFailureIsRetriedAndSentOnce() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let ids = try await app.enqueue(to: ["tempfail-1@example.org", "plain@example.org"])
+                let worker = try app.worker(sink)
+                try await worker.drainOnce()
+                #expect(sink.messages().count == 1)
+                var lastError = ""
+                for try await error in try await app.db.query("SELECT coalesce(last_error, '') FROM outbox_messages WHERE status = 'queued'").decode(String.self) {
+                    lastError = error
+                }
+                #expect(lastError.hasPrefix("451"))
+                try await app.deliver(to: sink)
+                let received = sink.messages()
+                #expect(received.count == 2)
+                #expect(Set(received.compactMap { $0.header("Message-ID") }) == Set(ids))
+                #expect(try await app.outboxStatuses() == ["sent", "sent"])
+            }
+        }
+    }
+
+    @Test func aPermanentRefusalFailsTheMessageAndSuppressesTheAddress() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                try await app.enqueue(to: ["reject-me@example.org"])
+                try await app.deliver(to: sink)
+                #expect(try await app.outboxStatuses() == ["failed"])
+                var suppressed: [String] = []
+                for try await address in try await app.db.query("SELECT address FROM mail_suppressions").decode(String.self) { suppressed.append(address) }
+                #expect(suppressed == ["reject-me@example.org"])
+                // Later mail to it is failed without being sent.
+                try await app.enqueue(to: ["Reject-Me@example.org"])
+                try await app.deliver(to: sink)
+                #expect(try await app.outboxStatuses() == ["failed", "failed"])
+                #expect(sink.messages().isEmpty)
+            }
+        }
+    }
+
+    @Test func retriesStopAtTheMaximumAttempts() async throws {
+        try await withApp { app in
+            try await app.enqueue(to: ["someone@example.org"])
+            // Nothing listens on this port: a network error each time.
+            let transport = SMTPTransport(settings: try SMTPSettings(url: "smtp://127.0.0.1:9?tls=none", timeoutSeconds: 2))
+            let worker = OutboxWorker(client: app.db, transport: transport, policy: .forTests(maxAttempts: 3), logger: Logger(label: "t"))
+            for _ in 0..<30 where try await app.queuedCount() > 0 {
+                try await worker.drainOnce()
+                try await Task.sleep(for: .milliseconds(80))
+            }
+            #expect(try await app.outboxStatuses() == ["failed"])
+            for try await attempts in try await app.db.query("SELECT attempts FROM outbox_messages").decode(Int.self) {
+                #expect(attempts == 3)
+            }
+        }
+    }
+
+    @Test func aRolledBackTransactionLeavesNoMessage() async throws {
+        try await withApp { app in
+            // A registration that fails (taken username) writes its code mail in the same transaction.
+            let first = try await app.register()
+            let clash = try await app.request(.post, "/v1/auth/register",
+                                              json: ["email": "other@example.org", "username": first.username, "password": "long enough password"])
+            #expect(clash.status == .conflict)
+            struct Abort: Error {}
+            await #expect(throws: Abort.self) {
+                try await app.db.transaction(logger: Logger(label: "t")) { connection in
+                    let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"))
+                    let message = MailMessage(messageID: "<x@example.org>", from: "a@example.org", to: "b@example.org", replyTo: nil,
+                                              subject: "s", body: "b", date: Date())
+                    try await outbox.enqueue(message, kind: .contact, on: connection)
+                    throw Abort()
+                }
+            }
+            #expect(try await app.outboxStatuses() == ["queued"])
+        }
+    }
+
+    @Test func twoWorkersNeverSendTheSameRow() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let ids = try await app.enqueue(to: (0..<60).map { "reader\($0)@example.org" })
+                var policy = OutboxPolicy.forTests()
+                policy.batchSize = 7
+                let first = try app.worker(sink, policy: policy)
+                let second = try app.worker(sink, policy: policy)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for worker in [first, second] {
+                        group.addTask { while try await worker.drainOnce() > 0 {} }
+                    }
+                    try await group.waitForAll()
+                }
+                let received = sink.messages().compactMap { $0.header("Message-ID") }
+                #expect(received.count == 60)
+                #expect(Set(received) == Set(ids))
+                #expect(try await app.outboxStatuses().allSatisfy { $0 == "sent" })
+            }
+        }
+    }
+
+    @Test func anExpiredLeaseMakesTheRowDueAgain() async throws {
+        try await withApp { app in
+            try await app.enqueue(to: ["late@example.org"])
+            let store = OutboxStore(client: app.db, logger: Logger(label: "t"))
+            let crashed = UUID()
+            #expect(try await store.claim(worker: crashed, batch: 10, lease: 0.3).count == 1)
+            #expect(try await store.claim(worker: UUID(), batch: 10, lease: 30).isEmpty)
+            try await Task.sleep(for: .milliseconds(400))
+            let again = try await store.claim(worker: UUID(), batch: 10, lease: 30)
+            #expect(again.count == 1)
+            #expect(again.first?.attempts == 2)
+            // The crashed worker's late completion does not count.
+            try await store.markSent(again.map(\.id), worker: crashed)
+            #expect(try await app.outboxStatuses() == ["queued"])
+        }
+    }
+}

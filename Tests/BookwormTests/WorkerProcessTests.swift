@@ -1,0 +1,71 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import PostgresNIO
+import Testing
+@testable import Bookworm
+
+@Suite struct WorkerProcessTests {
+    /// The `bookworm` executable built beside this test binary.
+    static func bookwormBinary() throws -> String {
+        let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        for folder in [here.deletingLastPathComponent(), here.deletingLastPathComponent().deletingLastPathComponent()] {
+            let candidate = folder.appendingPathComponent("bookworm").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw TestFailure("bookworm executable not found beside \(here.path); build with `swift build --build-tests`")
+    }
+
+    /// A `bookworm worker` process killed with SIGKILL mid-batch: its leased rows come back
+    /// when the lease ends, and every message arrives at least once, always under its one
+    /// Message-ID, and ends `sent`.
+    @Test func aWorkerKilledMidBatchLosesNothing() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let ids = try await app.enqueue(to: (0..<12).map { "slow\($0)@example.org" })
+                let environment = [
+                    "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": "6",
+                    "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
+                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                ]
+                let pid = try ChildProcess.spawn(try Self.bookwormBinary(), ["worker"], environment: environment)
+                try await sink.waitForMessages(3)
+                kill(pid, SIGKILL)
+                ChildProcess.wait(pid)
+                #expect(try await app.queuedCount() > 0)
+
+                // A new worker picks up the rest, including the dead worker's rows once their lease ends.
+                let worker = try app.worker(sink)
+                let deadline = Date().addingTimeInterval(30)
+                while try await app.queuedCount() > 0, Date() < deadline {
+                    try await worker.drainOnce()
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                let received = sink.messages().compactMap { $0.header("Message-ID") }
+                #expect(Set(received) == Set(ids))
+                #expect(received.count >= ids.count)
+                #expect(try await app.outboxStatuses() == Array(repeating: "sent", count: ids.count))
+            }
+        }
+    }
+
+    /// With the worker inside the app and polling only every minute, a new message still goes
+    /// out at once: the insert's NOTIFY wakes it.
+    @Test func theWorkerInsideServeWakesOnNotify() async throws {
+        try await withSink { sink in
+            let url = sink.url
+            try await withApp(configure: {
+                $0.runWorker = true
+                $0.mail.smtpURL = url
+                $0.mail.outbox.pollInterval = 60
+            }) { app in
+                // Let the first (empty) poll pass, so only a notification can wake the worker.
+                try await Task.sleep(for: .milliseconds(500))
+                let account = try await app.register()
+                let mail = try await sink.waitForMessages(1, timeout: 10)
+                #expect(mail.first?.envelopeTo == account.email)
+            }
+        }
+    }
+}
