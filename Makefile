@@ -13,7 +13,7 @@ TEST_DATA_DIR ?= $(shell \
 	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
 	else echo "$(CURDIR)/.bookworm/test"; fi)
 
-.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed seed stop-test-db clean
+.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -58,6 +58,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench catalog
 	$(SWIFT) run -c release --skip-build BookwormBench nearby
 	$(SWIFT) run -c release --skip-build BookwormBench feed
+	$(SWIFT) run -c release --skip-build BookwormBench outbox
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
@@ -70,6 +71,9 @@ bench-nearby: bench-build
 
 bench-feed: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench feed
+
+bench-outbox: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench outbox
 
 seed: deps
 	$(SWIFT) run bookworm seed

@@ -115,3 +115,20 @@ enum BenchAccount {
         return path
     }
 }
+
+enum Pages {
+    /// Follows `next_cursor` from page 1 of `url`, as a client scrolling would; returns the
+    /// cursor of the page after the last one walked.
+    static func walk(curl: String, url: String, pages: Int) throws -> String {
+        var cursor = ""
+        for index in 0..<pages {
+            let text = try Shell.run(curl, ["-sf", url + (cursor.isEmpty ? "" : "&cursor=\(cursor)")])
+            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+                  let next = object["next_cursor"] as? String else {
+                throw Shell.Failure(description: "\(url) ended after \(index + 1) pages")
+            }
+            cursor = next
+        }
+        return cursor
+    }
+}

@@ -6,7 +6,7 @@ struct BookwormBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
-        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self]
+        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self]
     )
 }
 
@@ -67,5 +67,20 @@ struct FeedCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await FeedBenchmark(posts: posts, points: points, seconds: seconds, clients: clients, port: port).run()
+    }
+}
+
+struct OutboxCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outbox",
+        abstract: "Outbox claim-and-complete throughput (no-op transport) and SMTP delivery vs Python smtplib, same aiosmtpd sink.")
+
+    @Option(help: "Messages for the claim-and-complete phase.") var messages = 50_000
+    @Option(help: "Messages for each SMTP phase.") var smtpMessages = 5_000
+    @Option(help: "Concurrent workers.") var workers = 2
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await OutboxBenchmark(messages: messages, smtpMessages: smtpMessages, workers: workers, port: port).run()
     }
 }

@@ -31,7 +31,7 @@ struct CatalogBenchmark {
         print("library: \(try database.scalar("SELECT count(*) FROM copies WHERE status = 'available'")) available copies")
         let base = "http://127.0.0.1:\(port)"
 
-        let cursor = try walkPages(curl: curl, base: base, pages: 999)
+        let cursor = try Pages.walk(curl: curl, url: base + "/v1/copies?limit=20", pages: 999)
         let page1 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", base + "/v1/copies?limit=20"]))
         let page1000 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency",
                                                            base + "/v1/copies?limit=20&cursor=\(cursor)"]))
@@ -56,22 +56,6 @@ struct CatalogBenchmark {
             ["    HTTP p50 / p99", String(format: "%.2f / %.2f ms", http.p50Millis, http.p99Millis), "-", "-", "-"],
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
-    }
-
-    /// Follows `next_cursor` from page 1, as a client scrolling would; returns the cursor of
-    /// the page after the last one walked.
-    private func walkPages(curl: String, base: String, pages: Int) throws -> String {
-        var cursor = ""
-        for index in 0..<pages {
-            let url = base + "/v1/copies?limit=20" + (cursor.isEmpty ? "" : "&cursor=\(cursor)")
-            let text = try Shell.run(curl, ["-sf", url])
-            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-                  let next = object["next_cursor"] as? String else {
-                throw Shell.Failure(description: "the library ended after \(index + 1) pages")
-            }
-            cursor = next
-        }
-        return cursor
     }
 }
 

@@ -36,7 +36,7 @@ struct FeedBenchmark {
         }
         print("feed: \(try database.scalar("SELECT count(*) FROM posts")) posts")
         let base = "http://127.0.0.1:\(port)"
-        let cursor = try walkPages(curl: curl, base: base, pages: 999)
+        let cursor = try Pages.walk(curl: curl, url: base + "/v1/posts?limit=\(limit)", pages: 999)
         let page1 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", base + "/v1/posts?limit=\(limit)"]))
         let page1000 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency",
                                                            base + "/v1/posts?limit=\(limit)&cursor=\(cursor)"]))
@@ -91,20 +91,6 @@ struct FeedBenchmark {
             timings.nearbyRows.append(rows)
         }
         return timings
-    }
-
-    private func walkPages(curl: String, base: String, pages: Int) throws -> String {
-        var cursor = ""
-        for index in 0..<pages {
-            let url = base + "/v1/posts?limit=\(limit)" + (cursor.isEmpty ? "" : "&cursor=\(cursor)")
-            let text = try Shell.run(curl, ["-sf", url])
-            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-                  let next = object["next_cursor"] as? String else {
-                throw Shell.Failure(description: "the feed ended after \(index + 1) pages")
-            }
-            cursor = next
-        }
-        return cursor
     }
 
     private func report(page1: WrkResult, page1000: WrkResult, sql: SQLTimings, http: WrkResult, pgbenchTPS: Double) {

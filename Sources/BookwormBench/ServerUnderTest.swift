@@ -15,11 +15,11 @@ final class ServerUnderTest {
         self.environment = environment
     }
 
-    static func start(port: Int) throws -> ServerUnderTest {
+    static func start(port: Int, arguments: [String] = ["serve"]) throws -> ServerUnderTest {
         let binary = try releaseBinary()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve"]
+        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["BOOKWORM_PORT"] = String(port)
         environment["BOOKWORM_DATA_DIR"] = environment["BOOKWORM_BENCH_DATA_DIR"] ?? ".bookworm/bench"

@@ -74,20 +74,23 @@ struct PostsStore: Sendable {
                 LIMIT $6
                 """, values: filters)
         }
-        // The pins within the radius first (box from the GiST index, exact haversine decides),
-        // then their posts newest first.
+        // The pins within the radius first (box from the covering GiST index, exact haversine
+        // decides), then their posts newest first; authors and books are joined for the page only.
         return SQLStatement(sql: """
             WITH near AS MATERIALIZED (
                 SELECT p.id, bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) AS distance
                 FROM pins p
                 WHERE \(Self.boxFilter)
                   AND bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) <= $10
+            ), page AS (
+                SELECT po.id, near.distance FROM posts po JOIN near ON near.id = po.pin_id
+                WHERE \(conditions)
+                ORDER BY po.created_at DESC, po.id DESC
+                LIMIT $6
             )
-            SELECT \(columns), near.distance
-            \(joins) JOIN near ON near.id = po.pin_id
-            WHERE \(conditions)
+            SELECT \(columns), page.distance
+            FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
             ORDER BY po.created_at DESC, po.id DESC
-            LIMIT $6
             """, values: filters + Self.areaValues(near))
     }
 
