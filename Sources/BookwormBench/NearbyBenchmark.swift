@@ -68,18 +68,12 @@ struct NearbyBenchmark {
         var timings = Timings()
         let clock = ContinuousClock()
         for (index, origin) in origins.enumerated() {
-            let projectSQL = NearbyBenchmarkSQL.nearbyCopies(latitude: origin.latitude, longitude: origin.longitude,
-                                                             radiusKm: radiusKm, limit: limit, caller: nobody)
             let postGISSQL = NearbyBenchmarkSQL.postGIS(latitude: origin.latitude, longitude: origin.longitude,
                                                         radiusKm: radiusKm, limit: limit, caller: nobody)
             var projectRows: [(UUID, Double)] = []
             var postGISRows: [(UUID, Double)] = []
             timings.project.append(try await clock.measure {
-                for try await row in try await client.query(PostgresQuery(unsafeSQL: projectSQL)) {
-                    let columns = try row.decode((UUID, String, String, String?, UUID?, String?, Date, Date, Int64, UUID, String?,
-                                                  String, [String], UUID, String, String?, Double, Double, Double).self)
-                    projectRows.append((columns.0, columns.16))
-                }
+                projectRows = try await projectPage(client: client, origin: origin)
             }.milliseconds)
             timings.postGIS.append(try await clock.measure {
                 for try await (id, distance) in try await client.query(PostgresQuery(unsafeSQL: postGISSQL)).decode((UUID, Double).self) {
@@ -97,6 +91,30 @@ struct NearbyBenchmark {
             compare(projectRows, postGISRows, at: origin, into: &timings)
         }
         return timings
+    }
+
+    /// The server's rounds (16, 128, … nearest pins) until the page is complete, as `NearbyStore` runs them.
+    private func projectPage(client: PostgresClient, origin: (latitude: Double, longitude: Double)) async throws -> [(UUID, Double)] {
+        var pinLimit = NearbyBenchmarkSQL.firstPinLimit
+        while true {
+            let sql = NearbyBenchmarkSQL.nearbyCopies(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm,
+                                                      limit: limit, caller: nobody, pinLimit: pinLimit)
+            var rows: [(UUID, Double, Double)] = []
+            var pins = 0
+            var boundary: Double?
+            for try await row in try await client.query(PostgresQuery(unsafeSQL: sql)) {
+                let cells = PostgresRandomAccessRow(row)
+                pins = try cells[0].decode(Int.self)
+                boundary = try cells[1].decode(Double?.self)
+                guard let chord = try cells[2].decode(Double?.self) else { continue }
+                rows.append((try cells[6].decode(UUID.self), try cells[3].decode(Double.self), chord))
+            }
+            if NearbyBenchmarkSQL.isComplete(pins: pins, pinLimit: pinLimit, boundary: boundary, rows: rows.count,
+                                             lastChord: rows.last?.2, limit: limit) {
+                return rows.map { ($0.0, $0.1) }
+            }
+            pinLimit *= 8
+        }
     }
 
     /// Same ids in the same order, except where the difference is a copy within 1 m of the edge.

@@ -37,6 +37,17 @@ struct CopiesStore: Sendable {
                  createdAt: row.6, updatedAt: row.7, createdMicros: row.8)
     }
 
+    /// The same row read from `cells` starting at column `first` (for statements that put other
+    /// columns before it).
+    static func row(_ cells: PostgresRandomAccessRow, from first: Int) throws -> Row {
+        (try cells[first].decode(UUID.self), try cells[first + 1].decode(String.self), try cells[first + 2].decode(String.self),
+         try cells[first + 3].decode(String?.self), try cells[first + 4].decode(UUID?.self), try cells[first + 5].decode(String?.self),
+         try cells[first + 6].decode(Date.self), try cells[first + 7].decode(Date.self), try cells[first + 8].decode(Int64.self),
+         try cells[first + 9].decode(UUID.self), try cells[first + 10].decode(String?.self), try cells[first + 11].decode(String.self),
+         try cells[first + 12].decode([String].self), try cells[first + 13].decode(UUID.self), try cells[first + 14].decode(String.self),
+         try cells[first + 15].decode(String?.self))
+    }
+
     func create(ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
                 on connection: PostgresConnection) async throws -> CopyView {
         do {

@@ -44,6 +44,9 @@ struct PublicPlace: Encodable, Sendable {
 struct NearbyCopy: Encodable, Sendable {
     let copy: CopyView
     let distanceKm: Double
+    /// The keyset position: the chord to the origin on the unit sphere, which orders exactly
+    /// like `distanceKm` and is what the index scan walks. Not part of the JSON.
+    let sortKey: Double
     let place: PublicPlace
 
     enum CodingKeys: String, CodingKey {

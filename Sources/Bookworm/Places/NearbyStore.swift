@@ -54,44 +54,79 @@ struct NearbyStore: Sendable {
                 .uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
     }
 
-    /// Nearest first with early exit: pins in the radius sorted by distance, each pin's copies
-    /// fetched as the scan goes, so a page of 50 in a dense city touches a few dozen pins rather
-    /// than every copy within the radius. Details are joined for the page only.
-    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
+    /// The unit-sphere point of `origin` and the chord that matches `radiusKm` (a hair wider,
+    /// so float rounding never drops an edge pin: the haversine decides inclusion).
+    static func sphereValues(_ query: NearbyQuery) -> [SQLValue] {
+        let lat = query.origin.latitude * .pi / 180, lon = query.origin.longitude * .pi / 180
+        let chord = 2 * sin(min(Double.pi, query.radiusKm / Geo.earthRadiusKm) / 2) + 1e-9
+        return [.double(cos(lat) * cos(lon)), .double(cos(lat) * sin(lon)), .double(sin(lat)), .double(chord)]
+    }
+
+    static let origin = "cube(ARRAY[$1, $2, $3]::float8[])"
+
+    /// The chord to 1e-12 (6 µm on the ground): two places at the same great-circle distance
+    /// can differ in the last bits of their chords, and must still tie (and be ordered by id).
+    static let roundedChord = "floor((p.public_xyz <-> \(origin)) * 1e12 + 0.5) / 1e12"
+
+    /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
+    /// the `pinLimit` nearest pins in the radius (past the cursor), and their copies are sorted
+    /// by (chord, copy id), which is the great-circle order. Every row also carries how many
+    /// pins `near` held and the farthest one's chord, so the caller can tell whether a page
+    /// drawn from them is complete (see `copies`). Details are joined for the page only; the
+    /// meta row comes back even when the page is empty. Parameters $1–$14.
+    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
         SQLStatement(sql: """
-            WITH page AS (
-                SELECT placed.copy_id, near.distance, near.public_latitude, near.public_longitude
-                FROM (
-                    SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
-                           bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
-                    FROM pins p
-                    WHERE \(boxFilter)
-                      AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
-                      AND p.owner_id <> $12
-              AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
-                      AND ($15::float8 IS NULL OR bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) >= $15)
-                    ORDER BY distance
-                ) near
-                CROSS JOIN LATERAL (
+            WITH near AS MATERIALIZED (
+                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(roundedChord) AS chord
+                FROM pins p
+                WHERE p.public_xyz <@ cube_enlarge(\(origin), $4, 3)
+                  AND bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) <= $7
+                  AND p.owner_id <> $8
+                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
+                  AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
+                ORDER BY p.public_xyz <-> \(origin)
+                LIMIT $14
+            ), page AS (
+                SELECT placed.copy_id, near.chord, near.public_latitude, near.public_longitude
+                FROM near CROSS JOIN LATERAL (
                     SELECT c.id AS copy_id FROM copies c
                     WHERE c.pin_id = near.id AND c.status = 'available'
-                      AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-                      AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $14))
+                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
+                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
                     UNION ALL
                     SELECT c.id FROM copies c
                     WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
-                      AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-                      AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $14))
+                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
+                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
                 ) placed
-                WHERE $15::float8 IS NULL OR (near.distance, placed.copy_id) > ($15, $16)
-                ORDER BY near.distance, placed.copy_id
-                LIMIT $17
+                WHERE $11::float8 IS NULL OR (near.chord, placed.copy_id) > ($11, $12)
+                ORDER BY near.chord, placed.copy_id
+                LIMIT $13
+            ), meta AS (
+                SELECT count(*)::int8 AS pins, max(chord) AS boundary FROM near
             )
-            SELECT \(CopiesStore.columns), page.distance, page.public_latitude, page.public_longitude
-            FROM page JOIN copies c ON c.id = page.copy_id
-                 JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
-            ORDER BY page.distance, c.id
-            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
+            SELECT meta.pins, meta.boundary, page.chord,
+                   bookworm_distance_km($5, $6, page.public_latitude, page.public_longitude), page.public_latitude, page.public_longitude,
+                   \(CopiesStore.columns)
+            FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.copy_id
+                                      JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id) ON true
+            ORDER BY page.chord, c.id
+            """, values: sphereValues(query) + [
+                .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
+                .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
+            ])
+    }
+
+    /// Pins tried per round: a page of 50 in a city needs about ten.
+    static let firstPinLimit = 16
+
+    /// Whether a page drawn from `pins` nearest pins is the true page: either those were all
+    /// the pins in the radius, or the page is full and ends strictly before the farthest of
+    /// them (a pin not tried is at least that far, so nothing it holds could come earlier).
+    static func isComplete(pins: Int, pinLimit: Int, boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
+        if pins < pinLimit { return true }
+        guard rows == limit, let lastChord, let boundary else { return false }
+        return lastChord < boundary
     }
 
     static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
@@ -110,16 +145,30 @@ struct NearbyStore: Sendable {
             """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
     }
 
+    /// Rounds of 16, 128, 1,024… nearest pins until the page is provably complete; one round in
+    /// all but sparse or tie-heavy cases.
     func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
-        let rows = try await client.query(Self.copiesStatement(query, after: after, limit: limit).query, logger: logger)
-        var result: [NearbyCopy] = []
-        for try await row in rows.decode((UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
-                                          UUID, String?, String, [String], UUID, String, String?, Double, Double, Double).self) {
-            let copy = CopiesStore.view((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8,
-                                         row.9, row.10, row.11, row.12, row.13, row.14, row.15))
-            result.append(NearbyCopy(copy: copy, distanceKm: row.16, place: PublicPlace(latitude: row.17, longitude: row.18)))
+        var pinLimit = Self.firstPinLimit
+        while true {
+            let statement = Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit)
+            var result: [NearbyCopy] = []
+            var pins = 0
+            var boundary: Double?
+            for try await row in try await client.query(statement.query, logger: logger) {
+                let cells = PostgresRandomAccessRow(row)
+                pins = try cells[0].decode(Int.self)
+                boundary = try cells[1].decode(Double?.self)
+                guard let chord = try cells[2].decode(Double?.self) else { continue }
+                let copy = CopiesStore.view(try CopiesStore.row(cells, from: 6))
+                result.append(NearbyCopy(copy: copy, distanceKm: try cells[3].decode(Double.self), sortKey: chord,
+                                         place: PublicPlace(latitude: try cells[4].decode(Double.self), longitude: try cells[5].decode(Double.self))))
+            }
+            if Self.isComplete(pins: pins, pinLimit: pinLimit, boundary: boundary, rows: result.count,
+                               lastChord: result.last?.sortKey, limit: limit) {
+                return result
+            }
+            pinLimit *= 8
         }
-        return result
     }
 
     func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
@@ -135,23 +184,51 @@ struct NearbyStore: Sendable {
 
 /// What the nearby benchmark needs to run the server's own SQL beside PostGIS and a full scan.
 public enum NearbyBenchmarkSQL {
-    /// The statement behind `GET /v1/nearby/copies` (first page of `limit`), parameters as literals.
-    public static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+    /// One round of the statement behind `GET /v1/nearby/copies` (first page of `limit`, the
+    /// `pinLimit` nearest pins), parameters as literals. Its columns: pins, boundary, chord,
+    /// distance_km, public latitude and longitude, then the copy (id first).
+    public static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID,
+                                    pinLimit: Int = 16) -> String {
         let query = NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
                                 words: nil, isbn13: nil, callerID: caller)
-        return NearbyStore.copiesStatement(query, after: nil, limit: limit).literalSQL
+        return NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit).literalSQL
     }
 
-    /// The same statement with the box prefilter taken out: every pin's distance is computed.
+    public static let firstPinLimit = NearbyStore.firstPinLimit
+
+    /// Whether a round's page is final (else the server runs the next round with 8 × the pins).
+    public static func isComplete(pins: Int, pinLimit: Int, boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
+        NearbyStore.isComplete(pins: pins, pinLimit: pinLimit, boundary: boundary, rows: rows, lastChord: lastChord, limit: limit)
+    }
+
+    /// The reference for "how much does the index save": the exact haversine of every pin
+    /// (no index at all), sorted, each pin's copies fetched as the sort goes, as in the query
+    /// this project used before its nearest-neighbour index.
     public static func fullScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        nearbyCopies(latitude: latitude, longitude: longitude, radiusKm: radiusKm, limit: limit, caller: caller)
-            .replacingOccurrences(of: literalBoxFilter(latitude: latitude, longitude: longitude, radiusKm: radiusKm), with: "true")
-    }
-
-    private static func literalBoxFilter(latitude: Double, longitude: Double, radiusKm: Double) -> String {
-        let query = NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
-                                words: nil, isbn13: nil, callerID: UUID())
-        return SQLStatement(sql: NearbyStore.boxFilter, values: NearbyStore.placedValues(query)).literalSQL
+        """
+        WITH page AS (
+            SELECT placed.copy_id, near.distance
+            FROM (
+                SELECT p.id, p.owner_id, p.is_default,
+                       bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) AS distance
+                FROM pins p
+                WHERE bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) <= \(radiusKm)::float8
+                  AND p.owner_id <> '\(caller.apiString)'
+                ORDER BY distance
+            ) near
+            CROSS JOIN LATERAL (
+                SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
+                UNION ALL
+                SELECT c.id FROM copies c
+                WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+            ) placed
+            ORDER BY near.distance, placed.copy_id
+            LIMIT \(limit)
+        )
+        SELECT c.id, page.distance FROM page
+            JOIN copies c ON c.id = page.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
+        ORDER BY page.distance, c.id
+        """
     }
 
     /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.
