@@ -77,11 +77,7 @@ struct AccountsStore: Sendable {
 
     func updatePasswordHash(userID: UUID, hash: String, on connection: PostgresConnection? = nil) async throws {
         let query: PostgresQuery = "UPDATE users SET password_hash = \(hash), updated_at = now() WHERE id = \(userID)"
-        if let connection {
-            try await connection.query(query, logger: logger)
-        } else {
-            try await client.query(query, logger: logger)
-        }
+        try await client.query(query, on: connection, logger: logger)
     }
 
     private static func split(_ update: FieldUpdate<String>) -> (Bool, String?) {

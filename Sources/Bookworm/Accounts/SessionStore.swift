@@ -72,11 +72,7 @@ struct SessionStore: Sendable {
             UPDATE sessions SET revoked_at = now()
             WHERE user_id = \(userID) AND revoked_at IS NULL AND id IS DISTINCT FROM \(keeping)
             """
-        if let connection {
-            try await connection.query(query, logger: logger)
-        } else {
-            try await client.query(query, logger: logger)
-        }
+        try await client.query(query, on: connection, logger: logger)
     }
 
     /// Housekeeping: drop sessions that can no longer be used.

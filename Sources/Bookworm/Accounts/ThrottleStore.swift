@@ -16,12 +16,17 @@ struct ThrottleStore: Sendable {
             FROM throttle_events
             WHERE key = \(key) AND occurred_at > clock_timestamp() - make_interval(secs => \(window))
             """
-        let rows = if let connection { try await connection.query(query, logger: logger) }
-                   else { try await client.query(query, logger: logger) }
+        let rows = try await client.query(query, on: connection, logger: logger)
         for try await (count, remaining) in rows.decode((Int, Double?).self) where count >= limit {
             return max(1, Int((remaining ?? window).rounded(.up)))
         }
         return nil
+    }
+
+    /// Serialises check-then-record under `key` until the transaction ends, so parallel requests
+    /// cannot all pass a limit before any of them is counted.
+    func lock(key: String, on connection: PostgresConnection) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
     }
 
     /// Counts one event under each key, trimming that key's events older than the window.
@@ -33,7 +38,7 @@ struct ThrottleStore: Sendable {
             )
             INSERT INTO throttle_events (key) SELECT unnest(\(keys))
             """
-        if let connection { try await connection.query(query, logger: logger) } else { try await client.query(query, logger: logger) }
+        try await client.query(query, on: connection, logger: logger)
     }
 
     func reset(key: String) async throws {

@@ -67,12 +67,7 @@ struct CopiesStore: Sendable {
 
     func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> CopyView? {
         let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE c.id = \(id)"
-        let rows: PostgresRowSequence
-        if let connection {
-            rows = try await connection.query(query, logger: logger)
-        } else {
-            rows = try await client.query(query, logger: logger)
-        }
+        let rows = try await client.query(query, on: connection, logger: logger)
         for try await row in rows.decode(Row.self) { return Self.view(row) }
         return nil
     }

@@ -126,6 +126,13 @@ extension PostgresClient {
         }
     }
 
+    /// On `connection` when the caller is inside its own transaction, else on a pooled one.
+    @discardableResult
+    func query(_ query: PostgresQuery, on connection: PostgresConnection?, logger: Logger) async throws -> PostgresRowSequence {
+        if let connection { return try await connection.query(query, logger: logger) }
+        return try await self.query(query, logger: logger)
+    }
+
     /// `withTransaction` that lets the closure's own error through unwrapped, so an `AppError`
     /// thrown inside a transaction still reaches the client as itself.
     func transaction<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {

@@ -49,7 +49,7 @@ struct PostsRoutes: Sendable {
         let post = try FeedValidation.newPost(try await request.decodeStrict(CreatePostBody.self, context: context))
         let rateKey = "post:user:" + author.apiString
         let view = try await client.transaction(logger: context.logger) { connection in
-            try await posts.lockAuthor(author, on: connection)
+            try await throttles.lock(key: rateKey, on: connection)
             if try await posts.isDuplicate(authorID: author, body: post.body, within: policy.duplicateWindow, on: connection) {
                 throw AppError.conflict(code: "duplicate-post",
                                         detail: "You posted this text less than \(Int(policy.duplicateWindow)) seconds ago",

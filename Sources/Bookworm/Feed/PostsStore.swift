@@ -29,8 +29,7 @@ struct PostsStore: Sendable {
 
     func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> PostView? {
         let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE po.id = \(id)"
-        let rows = if let connection { try await connection.query(query, logger: logger) }
-                   else { try await client.query(query, logger: logger) }
+        let rows = try await client.query(query, on: connection, logger: logger)
         for try await row in rows.decode(Row.self) { return Self.view(row) }
         return nil
     }
@@ -94,28 +93,14 @@ struct PostsStore: Sendable {
             """, values: filters + Self.areaValues(near))
     }
 
-    static let boxFilter = """
-        (point(p.public_longitude, p.public_latitude) <@ box(point($11, $12), point($13, $14))
-                   OR point(p.public_longitude, p.public_latitude) <@ box(point($15, $16), point($17, $18)))
-        """
+    static let boxFilter = RadiusBoxes.filter(firstParameter: 11)
 
     static func areaValues(_ area: NearbyArea) -> [SQLValue] {
-        let boxes = Geo.boundingBoxes(around: area.origin, radiusKm: area.radiusKm)
-        let first = boxes[0]
-        let second = boxes.count > 1 ? boxes[1] : boxes[0]
-        return [.double(area.origin.latitude), .double(area.origin.longitude), .double(area.radiusKm),
-                .double(first.west), .double(first.south), .double(first.east), .double(first.north),
-                .double(second.west), .double(second.south), .double(second.east), .double(second.north)]
+        [.double(area.origin.latitude), .double(area.origin.longitude), .double(area.radiusKm)]
+            + RadiusBoxes.values(around: area.origin, radiusKm: area.radiusKm)
     }
 
     // MARK: - Writing
-
-    /// Serialises one author's posting, so the hourly limit and the duplicate check cannot be
-    /// raced by parallel requests. Held until the transaction ends.
-    func lockAuthor(_ authorID: UUID, on connection: PostgresConnection) async throws {
-        let key = "post:" + authorID.apiString
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
-    }
 
     func isDuplicate(authorID: UUID, body: String, within seconds: TimeInterval, on connection: PostgresConnection) async throws -> Bool {
         let rows = try await connection.query("""

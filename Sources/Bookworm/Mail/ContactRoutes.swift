@@ -54,7 +54,7 @@ struct ContactRoutes: Sendable {
         guard recipient.emailVerified, try await !outbox.isSuppressed(recipient.email, on: connection) else {
             throw AppError.unprocessable("This user cannot receive messages yet")
         }
-        try await contacts.lockSender(sender.id, on: connection)
+        try await throttles.lock(key: Self.hourKey(sender.id), on: connection)
         if let wait = try await throttles.retryAfter(key: Self.hourKey(sender.id), limit: policy.perHour, window: 3600, on: connection) {
             throw AppError.throttled(retryAfterSeconds: wait)
         }

@@ -36,12 +36,6 @@ struct ContactStore: Sendable {
         return nil
     }
 
-    /// Serialises one sender's requests, so parallel ones cannot pass the limits together.
-    func lockSender(_ senderID: UUID, on connection: PostgresConnection) async throws {
-        let key = "contact:" + senderID.apiString
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
-    }
-
     func insert(sender: UUID, recipient: ContactRecipient, message: String, shareEmail: Bool, outboxID: UUID,
                 on connection: PostgresConnection) async throws -> UUID {
         let rows = try await connection.query("""

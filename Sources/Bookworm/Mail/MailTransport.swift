@@ -104,9 +104,7 @@ struct SMTPSession: MailSession {
         let result: bw_smtp_result
         do {
             result = try await NIOThreadPool.singleton.runIfActive {
-                message.content.withCString { content in
-                    bw_smtp_send(handle.pointer, message.envelopeFrom, message.recipient, content, strlen(content))
-                }
+                bw_smtp_send(handle.pointer, message.envelopeFrom, message.recipient, message.content, message.content.utf8.count)
             }
         } catch {
             return .temporaryFailure("thread pool: \(error)")

@@ -8,17 +8,15 @@ public enum OutboxBenchmarkSupport {
     /// `count` rendered messages to `recipient`, in batches of 5,000 rows per statement.
     public static func enqueue(count: Int, recipient: String, client: PostgresClient, logger: Logger) async throws {
         let templates = MailTemplates(from: "Bookworm <bench@bookworm.localhost>", publicBaseURL: "http://127.0.0.1:8080")
+        let outbox = OutboxStore(client: client, logger: logger)
         for start in stride(from: 0, to: count, by: 5000) {
             let messages = (start..<min(count, start + 5000)).map { index in
                 templates.contact(to: recipient, recipient: "reader", sender: "bench_\(index)", senderEmail: nil,
                                   bookTitle: "Benchmark Book \(index)", text: "Message \(index): is the copy still available?")
             }
-            try await client.query("""
-                INSERT INTO outbox_messages (message_id, kind, envelope_from, recipient, subject, content)
-                SELECT id, 'contact', 'bench@bookworm.localhost', \(recipient), subject, content
-                FROM unnest(\(messages.map(\.messageID))::text[], \(messages.map(\.subject))::text[],
-                            \(messages.map { $0.rendered() })::text[]) AS t(id, subject, content)
-                """, logger: logger)
+            try await client.transaction(logger: logger) { connection in
+                _ = try await outbox.enqueue(messages, kind: .contact, on: connection)
+            }
         }
     }
 

@@ -26,15 +26,26 @@ struct OutboxStore: Sendable {
 
     @discardableResult
     func enqueue(_ message: MailMessage, kind: OutboxKind, on connection: PostgresConnection) async throws -> UUID {
-        let envelope = MailAddress.split(message.from).address
+        guard let id = try await enqueue([message], kind: kind, on: connection).first else {
+            throw AppError.unavailable("outbox insert returned no row")
+        }
+        return id
+    }
+
+    /// Many messages in one statement (the benchmark queues tens of thousands this way).
+    func enqueue(_ messages: [MailMessage], kind: OutboxKind, on connection: PostgresConnection) async throws -> [UUID] {
         let rows = try await connection.query("""
             INSERT INTO outbox_messages (message_id, kind, envelope_from, recipient, subject, content)
-            VALUES (\(message.messageID), \(kind.rawValue), \(envelope), \(MailAddress.split(message.to).address),
-                    \(MailHeader.clean(message.subject, limit: 200)), \(message.rendered()))
+            SELECT message_id, \(kind.rawValue), envelope_from, recipient, subject, content
+            FROM unnest(\(messages.map(\.messageID))::text[], \(messages.map { MailAddress.split($0.from).address })::text[],
+                        \(messages.map { MailAddress.split($0.to).address })::text[],
+                        \(messages.map { MailHeader.clean($0.subject, limit: 200) })::text[], \(messages.map { $0.rendered() })::text[])
+                 AS t(message_id, envelope_from, recipient, subject, content)
             RETURNING id
             """, logger: logger)
-        for try await id in rows.decode(UUID.self) { return id }
-        throw AppError.unavailable("outbox insert returned no row")
+        var ids: [UUID] = []
+        for try await id in rows.decode(UUID.self) { ids.append(id) }
+        return ids
     }
 
     func isSuppressed(_ address: String, on connection: PostgresConnection) async throws -> Bool {

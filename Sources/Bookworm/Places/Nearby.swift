@@ -83,3 +83,26 @@ enum Nearby {
     /// Shown to 0.1 km: finer would say more than the public point does.
     static func rounded(_ km: Double) -> Double { (km * 10).rounded() / 10 }
 }
+
+/// The prefilter of a radius search over everything in the radius: one or two latitude/longitude
+/// boxes around the origin (two across the antimeridian, a full band over a pole) that the GiST
+/// index on public points can answer. The exact haversine decides inclusion afterwards.
+enum RadiusBoxes {
+    /// SQL: pin `p`'s public point is in either box, whose corners are parameters
+    /// `$first` … `$(first + 7)` in the order of `values`.
+    static func filter(firstParameter first: Int) -> String {
+        let n = (first..<first + 8).map { "$\($0)" }
+        return """
+            (point(p.public_longitude, p.public_latitude) <@ box(point(\(n[0]), \(n[1])), point(\(n[2]), \(n[3])))
+                       OR point(p.public_longitude, p.public_latitude) <@ box(point(\(n[4]), \(n[5])), point(\(n[6]), \(n[7]))))
+            """
+    }
+
+    /// The eight corner values (west, south, east, north of each box; one box is given twice).
+    static func values(around origin: GeoPoint, radiusKm: Double) -> [SQLValue] {
+        let boxes = Geo.boundingBoxes(around: origin, radiusKm: radiusKm)
+        let first = boxes[0]
+        let second = boxes.count > 1 ? boxes[1] : boxes[0]
+        return [first, second].flatMap { [.double($0.west), .double($0.south), .double($0.east), .double($0.north)] }
+    }
+}

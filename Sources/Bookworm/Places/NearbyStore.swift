@@ -9,10 +9,7 @@ struct NearbyStore: Sendable {
     let client: PostgresClient
     let logger: Logger
 
-    static let boxFilter = """
-        (point(p.public_longitude, p.public_latitude) <@ box(point($4, $5), point($6, $7))
-                   OR point(p.public_longitude, p.public_latitude) <@ box(point($8, $9), point($10, $11)))
-        """
+    static let boxFilter = RadiusBoxes.filter(firstParameter: 4)
 
     /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
     /// each stands for (those placed on it and, for a default pin, its owner's unplaced ones) that
@@ -45,13 +42,9 @@ struct NearbyStore: Sendable {
         """
 
     static func placedValues(_ query: NearbyQuery) -> [SQLValue] {
-        let boxes = Geo.boundingBoxes(around: query.origin, radiusKm: query.radiusKm)
-        let first = boxes[0]
-        let second = boxes.count > 1 ? boxes[1] : boxes[0]
-        return [.double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm),
-                .double(first.west), .double(first.south), .double(first.east), .double(first.north),
-                .double(second.west), .double(second.south), .double(second.east), .double(second.north),
-                .uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
+        [.double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm)]
+            + RadiusBoxes.values(around: query.origin, radiusKm: query.radiusKm)
+            + [.uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
     }
 
     /// The unit-sphere point of `origin` and the chord that matches `radiusKm` (a hair wider,
@@ -205,44 +198,35 @@ public enum NearbyBenchmarkSQL {
     /// (no index at all), sorted, each pin's copies fetched as the sort goes, as in the query
     /// this project used before its nearest-neighbour index.
     public static func fullScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        """
-        WITH page AS (
-            SELECT placed.copy_id, near.distance
-            FROM (
-                SELECT p.id, p.owner_id, p.is_default,
-                       bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) AS distance
-                FROM pins p
-                WHERE bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) <= \(radiusKm)::float8
-                  AND p.owner_id <> '\(caller.apiString)'
-                ORDER BY distance
-            ) near
-            CROSS JOIN LATERAL (
-                SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
-                UNION ALL
-                SELECT c.id FROM copies c
-                WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
-            ) placed
-            ORDER BY near.distance, placed.copy_id
-            LIMIT \(limit)
-        )
-        SELECT c.id, page.distance FROM page
-            JOIN copies c ON c.id = page.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
-        ORDER BY page.distance, c.id
-        """
+        "WITH " + pageOfCopies(near: """
+            SELECT p.id, p.owner_id, p.is_default,
+                   bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) AS distance
+            FROM pins p
+            WHERE bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) <= \(radiusKm)::float8
+              AND p.owner_id <> '\(caller.apiString)'
+            ORDER BY distance
+            """, limit: limit)
     }
 
     /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.
     public static func postGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
         """
         WITH origin AS (SELECT ST_SetSRID(ST_MakePoint(\(longitude), \(latitude)), 4326)::geography AS geog),
+        """ + pageOfCopies(near: """
+            SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
+            FROM bench_pin_geog g, origin
+            WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
+            ORDER BY g.geog <-> origin.geog
+            """, limit: limit)
+    }
+
+    /// What both references share: `near` (id, owner_id, is_default, distance, nearest first),
+    /// each pin's available copies as the sort goes, one page of (copy id, distance).
+    private static func pageOfCopies(near: String, limit: Int) -> String {
+        """
         page AS (
             SELECT placed.copy_id, near.distance
-            FROM (
-                SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
-                FROM bench_pin_geog g, origin
-                WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
-                ORDER BY g.geog <-> origin.geog
-            ) near
+            FROM (\(near)) near
             CROSS JOIN LATERAL (
                 SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
                 UNION ALL

@@ -20,8 +20,7 @@ struct PinsStore: Sendable {
 
     func list(ownerID: UUID, on connection: PostgresConnection? = nil) async throws -> [OwnedPin] {
         let query: PostgresQuery = "SELECT \(unescaped: Self.columns) FROM pins WHERE owner_id = \(ownerID) ORDER BY created_at, id"
-        let rows: PostgresRowSequence
-        if let connection { rows = try await connection.query(query, logger: logger) } else { rows = try await client.query(query, logger: logger) }
+        let rows = try await client.query(query, on: connection, logger: logger)
         var pins: [OwnedPin] = []
         for try await row in rows.decode(Row.self) { pins.append(Self.pin(row)) }
         return pins
