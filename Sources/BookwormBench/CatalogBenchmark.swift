@@ -70,8 +70,9 @@ struct BenchDatabase {
     }
 
     /// Transactions per second pgbench reaches running `script` on `clients` connections.
-    func pgbench(_ pgbench: String, script: String, clients: Int, seconds: Int) throws -> Double {
-        let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-c", "\(clients)", "-j", "2",
+    /// `mode` is pgbench's query protocol: `prepared` when the server prepares the statement too.
+    func pgbench(_ pgbench: String, script: String, clients: Int, seconds: Int, mode: String = "simple") throws -> Double {
+        let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", mode, "-c", "\(clients)", "-j", "2",
                                            "-T", "\(seconds)", "-f", script, "bookworm"])
         let line = text.split(separator: "\n").first { $0.hasPrefix("tps = ") }
         guard let value = line?.split(separator: " ").dropFirst(2).first.flatMap({ Double($0) }) else {

@@ -171,3 +171,54 @@ struct UpdateCopyBody: StrictBody {
         pinID = try FieldUpdate(container, .pinID)
     }
 }
+
+// The same JSON as the `Encodable` forms above, keys in sorted order (see `JSONWriter`).
+
+extension BookSummary: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.object { json in
+            json.key("authors"); json.strings(authors)
+            json.key("id"); json.uuid(id)
+            json.key("isbn13"); json.string(isbn13)
+            json.key("title"); json.string(title)
+        }
+    }
+}
+
+extension OwnerSummary: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        json.object { json in
+            json.key("display_name"); json.string(displayName)
+            json.key("id"); json.uuid(id)
+            json.key("username"); json.string(username)
+        }
+    }
+}
+
+extension CopyView: JSONWritable {
+    func write(to json: inout JSONWriter) { write(to: &json, nearby: nil) }
+
+    /// `nearby` adds a nearby copy's `distance_km` and `pin` in their sorted places.
+    func write(to json: inout JSONWriter, nearby: (distanceKm: Double, place: PublicPlace)?) {
+        json.object { json in
+            json.key("book"); book.write(to: &json)
+            json.key("condition"); json.string(condition)
+            json.key("created_at"); json.date(createdAt)
+            if let nearby { json.key("distance_km"); json.number(nearby.distanceKm) }
+            json.key("id"); json.uuid(id)
+            json.key("notes"); json.string(notes)
+            json.key("owner"); owner.write(to: &json)
+            json.key("photo_url"); json.string(photoID.map { "/v1/photos/\($0)" })
+            if let nearby {
+                json.key("pin")
+                json.object { json in
+                    json.key("latitude"); json.number(nearby.place.latitude)
+                    json.key("longitude"); json.number(nearby.place.longitude)
+                }
+            }
+            json.key("pin_id"); json.uuid(pinID)
+            json.key("status"); json.string(status)
+            json.key("updated_at"); json.date(updatedAt)
+        }
+    }
+}

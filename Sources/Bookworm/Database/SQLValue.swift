@@ -42,10 +42,12 @@ struct SQLStatement: Sendable {
     let sql: String
     let values: [SQLValue]
 
-    var query: PostgresQuery {
+    var query: PostgresQuery { PostgresQuery(unsafeSQL: sql, binds: Self.bindings(values)) }
+
+    static func bindings(_ values: [SQLValue]) -> PostgresBindings {
         var bindings = PostgresBindings(capacity: values.count)
         for value in values { value.bind(into: &bindings) }
-        return PostgresQuery(unsafeSQL: sql, binds: bindings)
+        return bindings
     }
 
     /// The same statement with every placeholder replaced by its literal, highest first so
@@ -57,4 +59,16 @@ struct SQLStatement: Sendable {
         }
         return text
     }
+}
+
+/// A statement on a hot path, prepared once per pooled connection under its type's name.
+/// After its first few runs PostgreSQL keeps one generic plan for it, so a request pays for
+/// running the statement only: planning a nearby page cost more than running it.
+protocol PreparedSQL: PostgresPreparedStatement where Row == PostgresRow {
+    var values: [SQLValue] { get }
+}
+
+extension PreparedSQL {
+    func makeBindings() -> PostgresBindings { SQLStatement.bindings(values) }
+    func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
 }

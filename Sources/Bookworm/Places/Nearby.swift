@@ -106,3 +106,9 @@ enum RadiusBoxes {
         return [first, second].flatMap { [.double($0.west), .double($0.south), .double($0.east), .double($0.north)] }
     }
 }
+
+extension NearbyCopy: JSONWritable {
+    func write(to json: inout JSONWriter) {
+        copy.write(to: &json, nearby: (Nearby.rounded(distanceKm), place))
+    }
+}

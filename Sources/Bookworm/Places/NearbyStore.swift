@@ -67,8 +67,7 @@ struct NearbyStore: Sendable {
     /// pins `near` held and the farthest one's chord, so the caller can tell whether a page
     /// drawn from them is complete (see `copies`). Details are joined for the page only; the
     /// meta row comes back even when the page is empty. Parameters $1–$14.
-    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
-        SQLStatement(sql: """
+    static let copiesSQL = """
             WITH near AS MATERIALIZED (
                 SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(roundedChord) AS chord
                 FROM pins p
@@ -104,10 +103,13 @@ struct NearbyStore: Sendable {
             FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.copy_id
                                       JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id) ON true
             ORDER BY page.chord, c.id
-            """, values: sphereValues(query) + [
-                .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
-                .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
-            ])
+            """
+
+    static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
+        SQLStatement(sql: copiesSQL, values: sphereValues(query) + [
+            .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
+            .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
+        ])
     }
 
     /// Pins tried per round: a page of 50 in a city needs about ten.
@@ -147,7 +149,7 @@ struct NearbyStore: Sendable {
             var result: [NearbyCopy] = []
             var pins = 0
             var boundary: Double?
-            for try await row in try await client.query(statement.query, logger: logger) {
+            for try await row in try await client.execute(NearbyCopiesSQL(values: statement.values), logger: logger) {
                 let cells = PostgresRandomAccessRow(row)
                 pins = try cells[0].decode(Int.self)
                 boundary = try cells[1].decode(Double?.self)
@@ -175,80 +177,8 @@ struct NearbyStore: Sendable {
     }
 }
 
-/// What the nearby benchmark needs to run the server's own SQL beside PostGIS and a full scan.
-public enum NearbyBenchmarkSQL {
-    /// One round of the statement behind `GET /v1/nearby/copies` (first page of `limit`, the
-    /// `pinLimit` nearest pins), parameters as literals. Its columns: pins, boundary, chord,
-    /// distance_km, public latitude and longitude, then the copy (id first).
-    public static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID,
-                                    pinLimit: Int = 16) -> String {
-        let query = NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
-                                words: nil, isbn13: nil, callerID: caller)
-        return NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit).literalSQL
-    }
-
-    public static let firstPinLimit = NearbyStore.firstPinLimit
-
-    /// Whether a round's page is final (else the server runs the next round with 8 × the pins).
-    public static func isComplete(pins: Int, pinLimit: Int, boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
-        NearbyStore.isComplete(pins: pins, pinLimit: pinLimit, boundary: boundary, rows: rows, lastChord: lastChord, limit: limit)
-    }
-
-    /// The reference for "how much does the index save": the exact haversine of every pin
-    /// (no index at all), sorted, each pin's copies fetched as the sort goes, as in the query
-    /// this project used before its nearest-neighbour index.
-    public static func fullScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        "WITH " + pageOfCopies(near: """
-            SELECT p.id, p.owner_id, p.is_default,
-                   bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) AS distance
-            FROM pins p
-            WHERE bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) <= \(radiusKm)::float8
-              AND p.owner_id <> '\(caller.apiString)'
-            ORDER BY distance
-            """, limit: limit)
-    }
-
-    /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.
-    public static func postGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        """
-        WITH origin AS (SELECT ST_SetSRID(ST_MakePoint(\(longitude), \(latitude)), 4326)::geography AS geog),
-        """ + pageOfCopies(near: """
-            SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
-            FROM bench_pin_geog g, origin
-            WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
-            ORDER BY g.geog <-> origin.geog
-            """, limit: limit)
-    }
-
-    /// What both references share: `near` (id, owner_id, is_default, distance, nearest first),
-    /// each pin's available copies as the sort goes, one page of (copy id, distance).
-    private static func pageOfCopies(near: String, limit: Int) -> String {
-        """
-        page AS (
-            SELECT placed.copy_id, near.distance
-            FROM (\(near)) near
-            CROSS JOIN LATERAL (
-                SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
-                UNION ALL
-                SELECT c.id FROM copies c
-                WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
-            ) placed
-            ORDER BY near.distance, placed.copy_id
-            LIMIT \(limit)
-        )
-        SELECT c.id, page.distance FROM page
-            JOIN copies c ON c.id = page.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
-        ORDER BY page.distance, c.id
-        """
-    }
-
-    /// A geography copy of the pins' public points for PostGIS, with its GiST index.
-    public static let postGISSetup = """
-        CREATE EXTENSION IF NOT EXISTS postgis;
-        DROP TABLE IF EXISTS bench_pin_geog;
-        CREATE TABLE bench_pin_geog AS
-            SELECT id, owner_id, is_default, ST_SetSRID(ST_MakePoint(public_longitude, public_latitude), 4326)::geography AS geog FROM pins;
-        CREATE INDEX bench_pin_geog_idx ON bench_pin_geog USING gist (geog);
-        ANALYZE bench_pin_geog;
-        """
+/// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page.
+struct NearbyCopiesSQL: PreparedSQL {
+    static let sql = NearbyStore.copiesSQL
+    let values: [SQLValue]
 }

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+@testable import Bookworm
+
+/// `JSONWriter` must write exactly what `JSONEncoder.api` writes for every `JSONWritable`
+/// type, so clients and ETags cannot tell which one produced a page.
+@Suite struct JSONWriterTests {
+    /// Quotes, backslashes, every control character, DEL, slashes, U+2028, emoji, combining marks.
+    static let awkward: [String] = [
+        "", "plain", "a\"b\\c/d", "</script>", "tab\there\nnew\rline\u{8}\u{c}",
+        String((0..<32).map { Character(Unicode.Scalar(UInt8($0))) }), "\u{7f}\u{1b}[31m",
+        "Straße — ½ 😀 e\u{301} \u{2028}\u{2029} \u{feff}", "中文书名", "'single' & <b>",
+    ]
+
+    @Test func nearbyPagesAreByteForByteWhatJSONEncoderWrites() throws {
+        var random = SeededRandom(seed: 42)
+        for round in 0..<200 {
+            let items = (0..<random.next(upTo: 6)).map { _ in
+                NearbyCopy(copy: Self.copy(&random), distanceKm: random.pick([0, 0.04, 3, 9.96, 12.5, 499.99, random.double(0, 500)]),
+                           sortKey: 0, place: PublicPlace(latitude: random.double(-90, 90), longitude: random.double(-180, 180)))
+            }
+            let page = Page(data: items, nextCursor: round % 3 == 0 ? nil : random.pick(Self.awkward))
+            try expectSameBytes(page)
+        }
+    }
+
+    @Test func copyPagesAndSingleCopiesAreByteForByteWhatJSONEncoderWrites() throws {
+        var random = SeededRandom(seed: 7)
+        for _ in 0..<200 {
+            let copy = Self.copy(&random)
+            try expectSameBytes(copy)
+            try expectSameBytes(Page(data: [copy, Self.copy(&random)], nextCursor: "abc"))
+        }
+        try expectSameBytes(Page<CopyView>(data: [], nextCursor: nil))
+    }
+
+    @Test func numbersAndDatesAtTheirEdges() throws {
+        let numbers: [Double] = [0, -0.0, 1, -1, 0.1, 1.5, 100, 1e15, 1e16, 1e17, 1.2345678901234568e20, 1e-7, 2.5e-320,
+                                 48.857000024825076, -179.99999999999997, 90, -90, 6371.0088]
+        var random = SeededRandom(seed: 3)
+        for number in numbers {
+            let place = PublicPlace(latitude: number, longitude: -number)
+            try expectSameBytes(Page(data: [NearbyCopy(copy: Self.copy(&random), distanceKm: number, sortKey: 0, place: place)], nextCursor: nil))
+        }
+        // Whole seconds, fractions either side, leap days, the turn of centuries, before 1970.
+        let instants: [Double] = [0, 0.999, 1.7, -0.5, -1.3, -86_400.25, 951_782_400, 951_868_799.9, 4_107_542_400, 1_793_000_000.999999,
+                                  -2_208_988_800, 253_402_300_799]
+        for instant in instants {
+            let base = Self.copy(&random)
+            let copy = CopyView(id: base.id, book: base.book, owner: base.owner, condition: "good", status: "available", notes: nil,
+                                pinID: nil, photoID: nil, createdAt: Date(timeIntervalSince1970: instant),
+                                updatedAt: Date(timeIntervalSince1970: instant + 0.5), createdMicros: 0)
+            try expectSameBytes(copy)
+        }
+    }
+
+    private func expectSameBytes<T: Encodable & JSONWritable>(_ value: T) throws {
+        var writer = JSONWriter()
+        value.write(to: &writer)
+        let expected = String(decoding: try JSONEncoder.api.encode(value), as: UTF8.self)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == expected)
+    }
+
+    static func copy(_ random: inout SeededRandom) -> CopyView {
+        let book = BookSummary(id: UUID(), isbn13: random.bool() ? "9780306406157" : nil, title: random.pick(awkward + ["Dune"]),
+                               authors: (0..<random.next(upTo: 3)).map { _ in random.pick(awkward) })
+        let owner = OwnerSummary(id: UUID(), username: random.pick(awkward), displayName: random.bool() ? nil : random.pick(awkward))
+        return CopyView(id: UUID(), book: book, owner: owner, condition: "like_new", status: "available",
+                        notes: random.bool() ? nil : random.pick(awkward), pinID: random.bool() ? nil : UUID(),
+                        photoID: random.bool() ? nil : "p/\(random.next(upTo: 1000))",
+                        createdAt: Date(timeIntervalSince1970: random.double(0, 4_102_444_800)),
+                        updatedAt: Date(timeIntervalSince1970: random.double(1_600_000_000, 1_900_000_000)), createdMicros: 0)
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so a failure can be replayed.
+struct SeededRandom {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func nextBits() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func next(upTo bound: Int) -> Int { Int(nextBits() % UInt64(bound)) }
+    mutating func bool() -> Bool { nextBits() & 1 == 0 }
+    mutating func double(_ low: Double, _ high: Double) -> Double { low + (high - low) * Double(nextBits() >> 11) / Double(1 << 53) }
+    mutating func pick<T>(_ items: [T]) -> T { items[next(upTo: items.count)] }
+}
