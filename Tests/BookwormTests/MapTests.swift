@@ -58,6 +58,30 @@ import Testing
         }
     }
 
+    /// Single pins and clusters alike: a block hides each one's pins from the other only.
+    @Test func blockingHidesEachOnesPinsFromTheOtherOnTheMap() async throws {
+        try await withApp { app in
+            let alice = try await app.register()
+            let mallory = try await app.register()
+            let carol = try await app.register()
+            try await app.addPin(alice.token, latitude: 48.80, longitude: 2.30, kind: "meetup")
+            try await app.addPin(carol.token, latitude: 48.82, longitude: 2.32, kind: "meetup")
+            try await scatter(app, owner: mallory.id, count: 400, around: GeoPoint(latitude: 48.9, longitude: 2.4), spread: 0.1)
+            func total(_ account: TestApp.Account, _ query: String) async throws -> Int {
+                try await markers(app, query, token: account.token).reduce(0) { $0 + ($1["count"] as? Int ?? 0) }
+            }
+            let singles = "bbox=2.25,48.75,2.35,48.85&zoom=14", everything = "bbox=2.2,48.7,2.5,49.0&zoom=11"
+            #expect(try await total(mallory, singles) == 2)
+            #expect(try await total(alice, everything) == 402)
+
+            #expect(try await app.request(.put, "/v1/users/\(mallory.username)/block", token: alice.token).status == .noContent)
+            #expect(try await total(mallory, singles) == 1)
+            #expect(try await total(mallory, everything) == 401)
+            #expect(try await total(alice, everything) == 2)
+            #expect(try await total(carol, everything) == 402)
+        }
+    }
+
     @Test func theWholeWorldIsBoundedOutput() async throws {
         try await withApp { app in
             let owner = try await app.register()

@@ -41,20 +41,8 @@ struct SessionStore: Sendable {
     /// The live session for `token` with its user, or nil when unknown, revoked or expired.
     func authenticate(token: String) async throws -> AuthenticatedSession? {
         guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
-        let rows = try await client.query("""
-            WITH live AS (
-                SELECT s.id, s.user_id, s.last_used_at FROM sessions s
-                WHERE s.token_hash = \(Self.tokenHash(token)) AND s.revoked_at IS NULL
-                  AND s.idle_expires_at > now() AND s.absolute_expires_at > now()
-            ), touched AS (
-                UPDATE sessions t SET last_used_at = now(),
-                    idle_expires_at = LEAST(now() + make_interval(secs => \(policy.idleTimeout)), t.absolute_expires_at)
-                FROM live WHERE t.id = live.id AND live.last_used_at < now() - make_interval(secs => \(Self.touchInterval))
-            )
-            SELECT live.id, \(unescaped: AccountsStore.userColumns)
-            FROM live JOIN users u ON u.id = live.user_id
-            """, logger: logger)
-        for try await row in rows.decode((UUID, UUID, String, String, String?, String?, String, Date?, Date).self) {
+        let lookup = SessionLookupSQL(tokenHash: Self.tokenHash(token), idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
+        for try await row in try await client.execute(lookup, logger: logger) {
             let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8))
             return AuthenticatedSession(sessionID: row.0, user: user)
         }
@@ -82,4 +70,37 @@ struct SessionStore: Sendable {
             WHERE absolute_expires_at < now() OR idle_expires_at < now() OR revoked_at < now() - interval '1 day'
             """, logger: logger)
     }
+}
+
+/// The session and user behind a token, pushing idle expiry forward at most once a
+/// `touchInterval`. Every signed-in request runs it, so it is prepared (see `PreparedSQL`).
+struct SessionLookupSQL: PostgresPreparedStatement {
+    static let sql = """
+        WITH live AS (
+            SELECT s.id, s.user_id, s.last_used_at FROM sessions s
+            WHERE s.token_hash = $1 AND s.revoked_at IS NULL
+              AND s.idle_expires_at > now() AND s.absolute_expires_at > now()
+        ), touched AS (
+            UPDATE sessions t SET last_used_at = now(),
+                idle_expires_at = LEAST(now() + make_interval(secs => $2), t.absolute_expires_at)
+            FROM live WHERE t.id = live.id AND live.last_used_at < now() - make_interval(secs => $3)
+        )
+        SELECT live.id, \(AccountsStore.userColumns)
+        FROM live JOIN users u ON u.id = live.user_id
+        """
+    typealias Row = (UUID, UUID, String, String, String?, String?, String, Date?, Date)
+
+    let tokenHash: ByteBuffer
+    let idleTimeout: Double
+    let touchInterval: Double
+
+    func makeBindings() -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 3)
+        bindings.append(tokenHash)
+        bindings.append(idleTimeout)
+        bindings.append(touchInterval)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }

@@ -34,17 +34,27 @@ struct JSONWriter {
         separate()
         bytes.append(UInt8(ascii: "\""))
         bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
         needsComma = false
     }
 
-    mutating func null() { value(Array("null".utf8)) }
+    mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
 
     mutating func string(_ text: String?) {
         guard let text else { return null() }
         separate()
         bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 { escape(byte) }
+        // Most text needs no escaping and is copied in one go.
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: text.utf8)
+        } else {
+            for byte in text.utf8 { escape(byte) }
+        }
         bytes.append(UInt8(ascii: "\""))
         needsComma = true
     }
@@ -73,7 +83,9 @@ struct JSONWriter {
         guard number.isFinite else { return null() }
         var text = number.description
         if text.hasSuffix(".0") { text.removeLast(2) }
-        value(Array(text.utf8))
+        separate()
+        bytes.append(contentsOf: text.utf8)
+        needsComma = true
     }
 
     /// `YYYY-MM-DDTHH:MM:SSZ`, the fraction dropped (floored), as `.iso8601` does.
@@ -82,27 +94,21 @@ struct JSONWriter {
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (day, dayOffset) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
         let (year, month, dayOfMonth) = Self.civil(fromDays: day)
-        var text: [UInt8] = []
-        text.reserveCapacity(22)
-        text.append(UInt8(ascii: "\""))
-        Self.digits(year, width: 4, into: &text)
-        text.append(UInt8(ascii: "-"))
-        Self.digits(month, width: 2, into: &text)
-        text.append(UInt8(ascii: "-"))
-        Self.digits(dayOfMonth, width: 2, into: &text)
-        text.append(UInt8(ascii: "T"))
-        Self.digits(dayOffset / 3600, width: 2, into: &text)
-        text.append(UInt8(ascii: ":"))
-        Self.digits(dayOffset / 60 % 60, width: 2, into: &text)
-        text.append(UInt8(ascii: ":"))
-        Self.digits(dayOffset % 60, width: 2, into: &text)
-        text.append(contentsOf: [UInt8(ascii: "Z"), UInt8(ascii: "\"")])
-        value(text)
-    }
-
-    private mutating func value(_ text: [UInt8]) {
         separate()
-        bytes.append(contentsOf: text)
+        bytes.append(UInt8(ascii: "\""))
+        digits(year, width: 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, width: 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(dayOfMonth, width: 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(dayOffset / 3600, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(dayOffset / 60 % 60, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(dayOffset % 60, width: 2)
+        bytes.append(UInt8(ascii: "Z"))
+        bytes.append(UInt8(ascii: "\""))
         needsComma = true
     }
 
@@ -110,17 +116,29 @@ struct JSONWriter {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
     }
 
+    /// `value` in decimal, zero-padded to `width` (years 0–9999, two-digit fields).
+    private mutating func digits(_ value: Int64, width: Int) {
+        var divisor: Int64 = 1
+        for _ in 1..<width { divisor *= 10 }
+        while value / divisor >= 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
     private mutating func escape(_ byte: UInt8) {
         switch byte {
-        case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-        case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-        case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-        case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-        case 0x0a: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-        case 0x0c: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-        case 0x0d: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
+        case 0x08: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "b"))
+        case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+        case 0x0a: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
+        case 0x0c: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "f"))
+        case 0x0d: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
         case 0x00..<0x20:
-            bytes.append(contentsOf: Array("\\u00".utf8))
+            bytes.append(contentsOf: "\\u00".utf8)
             bytes.append(Self.hexDigits[Int(byte >> 4)])
             bytes.append(Self.hexDigits[Int(byte & 0x0f)])
         default: bytes.append(byte)
@@ -128,17 +146,6 @@ struct JSONWriter {
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    private static func digits(_ value: Int64, width: Int, into text: inout [UInt8]) {
-        var scratch: [UInt8] = []
-        var rest = value
-        repeat {
-            scratch.append(UInt8(ascii: "0") + UInt8(rest % 10))
-            rest /= 10
-        } while rest > 0
-        while scratch.count < width { scratch.append(UInt8(ascii: "0")) }
-        text.append(contentsOf: scratch.reversed())
-    }
 
     /// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
     /// `civil_from_days`); the same as Foundation's calendar for every date after 1582.
