@@ -43,18 +43,38 @@ struct NearbyBenchmark {
             try await measure(client: client, origins: origins)
         }
 
+        let throughput = try measureThroughput(wrk: wrk, curl: curl, pgbench: pgbench, database: database, at: origins.first)
+        report(timings, throughput: throughput)
+    }
+
+    struct Throughput {
+        var http: [Double] = []
+        var prepared: [Double] = []
+        var simple: [Double] = []
+    }
+
+    /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement for the same
+    /// point, both ways pgbench can: prepared once per connection (as the server runs it) and
+    /// the default simple protocol (parsed and planned every time). Three alternating rounds,
+    /// so a machine that speeds up or slows down during the run affects all three alike.
+    private func measureThroughput(wrk: String, curl: String, pgbench: String, database: BenchDatabase,
+                                   at point: (latitude: Double, longitude: Double)?) throws -> Throughput {
+        let origin = point ?? (latitude: 48.857, longitude: 2.352)
         let token = try BenchAccount.token(curl: curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
-        let paris = origins.first ?? (latitude: 48.857, longitude: 2.352)
-        let url = "http://127.0.0.1:\(port)/v1/nearby/copies?latitude=\(paris.latitude)&longitude=\(paris.longitude)&radius_km=\(radiusKm)&limit=\(limit)"
+        let url = "http://127.0.0.1:\(port)/v1/nearby/copies?latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=\(radiusKm)&limit=\(limit)"
         let script = try BenchAccount.headerScript(token: token)
-        let http = WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(seconds)s", "--latency", "-s", script, url]))
         let sqlFile = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid()).sql").path
         // The server fetches one row more than the page to know whether another page exists.
-        try (NearbyBenchmarkSQL.nearbyCopies(latitude: paris.latitude, longitude: paris.longitude, radiusKm: radiusKm,
+        try (NearbyBenchmarkSQL.nearbyCopies(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm,
                                              limit: limit + 1, caller: nobody) + ";\n").write(toFile: sqlFile, atomically: true, encoding: .utf8)
-        // The server prepares this statement once per connection; so does pgbench here.
-        let pg = try database.pgbench(pgbench, script: sqlFile, clients: clients, seconds: seconds, mode: "prepared")
-        report(timings, http: http, pgbenchTPS: pg)
+        let slice = max(seconds / 3, 2)
+        var result = Throughput()
+        for _ in 0..<3 {
+            result.http.append(WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "-s", script, url])).successfulPerSecond)
+            result.prepared.append(try database.pgbench(pgbench, script: sqlFile, clients: clients, seconds: slice, mode: "prepared"))
+            result.simple.append(try database.pgbench(pgbench, script: sqlFile, clients: clients, seconds: slice, mode: "simple"))
+        }
+        return result
     }
 
     struct Timings {
@@ -117,7 +137,7 @@ struct NearbyBenchmark {
         }
     }
 
-    private func report(_ timings: Timings, http: WrkResult, pgbenchTPS: Double) {
+    private func report(_ timings: Timings, throughput: Throughput) {
         let project = Percentiles(timings.project)
         let postGIS = Percentiles(timings.postGIS)
         let full = Percentiles(timings.fullScan)
@@ -125,7 +145,7 @@ struct NearbyBenchmark {
         let vsPostGIS = project.p50 / max(postGIS.p50, 0.0001)
         let vsFull = full.p50 / max(project.p50, 0.0001)
         let vsPins = pins.p50 / max(project.p50, 0.0001)
-        let share = http.successfulPerSecond / max(pgbenchTPS, 0.001)
+        let http = median(throughput.http), prepared = median(throughput.prepared), simple = median(throughput.simple)
         print("")
         print(Table(rows: [
             ["measure (\(points) points, \(Int(radiusKm)) km, limit \(limit))", "p50", "p99", "target", "met"],
@@ -138,11 +158,19 @@ struct NearbyBenchmark {
             ["same ids (a) vs (b)", "\(timings.project.count - timings.mismatches.count) of \(timings.project.count)",
              "\(timings.edgeOnly) differ only at the edge", "all", timings.mismatches.isEmpty ? "yes" : "NO"],
             ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
-            ["HTTP /v1/nearby/copies, \(clients) clients", String(format: "%.0f req/s", http.successfulPerSecond),
-             String(format: "%.0f tx/s pgbench -M prepared", pgbenchTPS), String(format: ">= 50%%: %.0f%%", share * 100), share >= 0.5 ? "yes" : "NO"],
+            throughputRow("HTTP /v1/nearby/copies, \(clients) clients", http, "pgbench -M prepared", prepared),
+            throughputRow("same HTTP figure", http, "pgbench default (simple)", simple),
         ]).render())
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
     }
+
+    private func throughputRow(_ label: String, _ http: Double, _ reference: String, _ tps: Double) -> [String] {
+        let share = http / max(tps, 0.001)
+        return [label, String(format: "%.0f req/s", http), String(format: "%.0f tx/s %@", tps, reference),
+                String(format: ">= 50%%: %.0f%%", share * 100), share >= 0.5 ? "yes" : "NO"]
+    }
+
+    private func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
 }

@@ -71,6 +71,49 @@ extension TestApp {
         }
     }
 
+    /// Sixty homes in one cell share its centre, so their copies tie on distance: they must
+    /// come by copy id, across small pages, before anything farther, with nothing lost.
+    @Test func copiesTiedAtOnePointComeInIdOrderAcrossPages() async throws {
+        try await withApp { app in
+            let observer = try await app.register()
+            let owner = try await app.register()
+            let ownerID = try #require(UUID(uuidString: owner.id))
+            let centre = Geo.cellCentre(of: GeoPoint(latitude: 35.6895, longitude: 139.6917))
+            var publicPoints: [UUID: GeoPoint] = [:]
+            for index in 0..<80 {
+                let tied = index < 60
+                let point = tied ? centre : GeoPoint(latitude: centre.latitude + 0.02 + Double(index % 7) * 0.003, longitude: centre.longitude)
+                let pin = UUID()
+                publicPoints[pin] = point
+                try await app.db.query("""
+                    INSERT INTO pins (id, owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                    VALUES (\(pin), \(ownerID), 'p', \(tied ? "home" : "meetup"), \(point.latitude + (tied ? 0.001 : 0)), \(point.longitude),
+                            \(point.latitude), \(point.longitude))
+                    """)
+            }
+            try await app.db.query("INSERT INTO books (id, title, authors) VALUES ('00000000-0000-0000-0000-000000000002', 'Tie', ARRAY['Knot'])")
+            try await app.db.query("""
+                INSERT INTO copies (owner_id, book_id, condition, pin_id)
+                SELECT \(ownerID), '00000000-0000-0000-0000-000000000002', 'good', id FROM pins, generate_series(1, 2)
+                """)
+            var expected: [(id: String, distance: Double)] = []
+            for try await (copy, pin) in try await app.db.query("SELECT id, pin_id FROM copies").decode((UUID, UUID).self) {
+                expected.append((copy.apiString, Geo.distanceKm(centre, try #require(publicPoints[pin]))))
+            }
+            expected.sort { ($0.distance, $0.id) < ($1.distance, $1.id) }
+            var got: [String] = []
+            var cursor: String?
+            repeat {
+                let path = "/v1/nearby/copies?latitude=\(centre.latitude)&longitude=\(centre.longitude)&radius_km=20&limit=7"
+                let body = try await app.request(.get, path + (cursor.map { "&cursor=\($0)" } ?? ""), token: observer.token).jsonObject()
+                got += (body["data"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+                cursor = body["next_cursor"] as? String
+            } while cursor != nil
+            #expect(got == expected.map(\.id))
+            #expect(got.count == 160)
+        }
+    }
+
     @Test func antimeridianQueryFindsThePinAcrossIt() async throws {
         try await withApp { app in
             let observer = try await app.register()

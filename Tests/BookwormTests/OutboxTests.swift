@@ -43,6 +43,9 @@ extension TestApp {
                 #expect(received.count == 2)
                 #expect(Set(received.compactMap { $0.header("Message-ID") }) == Set(ids))
                 #expect(try await app.outboxStatuses() == ["sent", "sent"])
+                // Delivered mail keeps no copy of what it said.
+                let kept = try await app.db.query("SELECT count(*) FROM outbox_messages WHERE content <> ''").decode(Int.self)
+                for try await count in kept { #expect(count == 0) }
             }
         }
     }

@@ -82,11 +82,13 @@ struct OutboxStore: Sendable {
     }
 
     /// Only rows this worker still holds: a row whose lease ran out belongs to whoever took it.
+    /// A sent message's content is dropped: it held codes, reset links and people's messages,
+    /// and nothing needs it once delivered (the row keeps who, what kind and when).
     func markSent(_ ids: [UUID], worker: UUID) async throws {
         guard !ids.isEmpty else { return }
         try await client.query("""
             UPDATE outbox_messages
-            SET status = 'sent', sent_at = clock_timestamp(), updated_at = clock_timestamp(),
+            SET status = 'sent', sent_at = clock_timestamp(), updated_at = clock_timestamp(), content = '',
                 lease_owner = NULL, lease_expires_at = NULL, last_error = NULL
             WHERE id = ANY(\(ids)) AND lease_owner = \(worker)
             """, logger: logger)

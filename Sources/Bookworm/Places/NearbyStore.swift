@@ -61,23 +61,37 @@ struct NearbyStore: Sendable {
     /// can differ in the last bits of their chords, and must still tie (and be ordered by id).
     static let roundedChord = "floor((p.public_xyz <-> \(origin)) * 1e12 + 0.5) / 1e12"
 
-    /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
-    /// the `pinLimit` nearest pins in the radius (past the cursor), and their copies are sorted
-    /// by (chord, copy id), which is the great-circle order. Every row also carries how many
-    /// pins `near` held and the farthest one's chord, so the caller can tell whether a page
-    /// drawn from them is complete (see `copies`). Details are joined for the page only; the
-    /// meta row comes back even when the page is empty. Parameters $1–$14.
-    static let copiesSQL = """
-            WITH near AS MATERIALIZED (
-                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(roundedChord) AS chord
+    /// Pins in the radius, not the caller's nor blocked either way, past the cursor's distance.
+    static let candidatePins = """
                 FROM pins p
                 WHERE p.public_xyz <@ cube_enlarge(\(origin), $4, 3)
                   AND bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) <= $7
                   AND p.owner_id <> $8
                   AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
                   AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
+        """
+
+    /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
+    /// the `pinLimit` nearest pins (with every pin tied with the last, as home pins in one cell
+    /// share its centre), and their copies are sorted by (chord, copy id), which is the
+    /// great-circle order. `beyond` is the nearest pin left out: nothing it or any farther pin
+    /// holds can come before its chord, so a full page ending before it is the true page (see
+    /// `isComplete`). Details are joined for the page only; the meta row (`beyond`'s chord, or
+    /// null when every pin in the radius was tried) comes back even when the page is empty.
+    /// Parameters $1–$14.
+    static let copiesSQL = """
+            WITH near AS MATERIALIZED (
+                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(roundedChord) AS chord,
+                       p.public_xyz <-> \(origin) AS exact
+                \(candidatePins)
                 ORDER BY p.public_xyz <-> \(origin)
-                LIMIT $14
+                FETCH FIRST $14 ROWS WITH TIES
+            ), beyond AS (
+                SELECT \(roundedChord) AS chord
+                \(candidatePins)
+                  AND p.public_xyz <-> \(origin) > (SELECT max(exact) FROM near)
+                ORDER BY p.public_xyz <-> \(origin)
+                LIMIT 1
             ), page AS (
                 SELECT placed.copy_id, near.chord, near.public_latitude, near.public_longitude
                 FROM near CROSS JOIN LATERAL (
@@ -95,9 +109,9 @@ struct NearbyStore: Sendable {
                 ORDER BY near.chord, placed.copy_id
                 LIMIT $13
             ), meta AS (
-                SELECT count(*)::int8 AS pins, max(chord) AS boundary FROM near
+                SELECT (SELECT chord FROM beyond) AS boundary
             )
-            SELECT meta.pins, meta.boundary, page.chord,
+            SELECT meta.boundary, page.chord,
                    bookworm_distance_km($5, $6, page.public_latitude, page.public_longitude), page.public_latitude, page.public_longitude,
                    \(CopiesStore.columns)
             FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.copy_id
@@ -115,12 +129,12 @@ struct NearbyStore: Sendable {
     /// Pins tried per round: a page of 50 in a city needs about ten.
     static let firstPinLimit = 16
 
-    /// Whether a page drawn from `pins` nearest pins is the true page: either those were all
-    /// the pins in the radius, or the page is full and ends strictly before the farthest of
-    /// them (a pin not tried is at least that far, so nothing it holds could come earlier).
-    static func isComplete(pins: Int, pinLimit: Int, boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
-        if pins < pinLimit { return true }
-        guard rows == limit, let lastChord, let boundary else { return false }
+    /// Whether a page drawn from the pins tried is the true page: either they were every pin
+    /// in the radius (no `boundary`), or the page is full and ends strictly before the nearest
+    /// pin not tried (which, like every pin farther out, could only add later rows).
+    static func isComplete(boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
+        guard let boundary else { return true }
+        guard rows == limit, let lastChord else { return false }
         return lastChord < boundary
     }
 
@@ -140,26 +154,23 @@ struct NearbyStore: Sendable {
             """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
     }
 
-    /// Rounds of 16, 128, 1,024… nearest pins until the page is provably complete; one round in
-    /// all but sparse or tie-heavy cases.
+    /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
+    /// complete; one round in all but sparse cases.
     func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
         var pinLimit = Self.firstPinLimit
         while true {
             let statement = Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit)
             var result: [NearbyCopy] = []
-            var pins = 0
             var boundary: Double?
             for try await row in try await client.execute(NearbyCopiesSQL(values: statement.values), logger: logger) {
                 let cells = PostgresRandomAccessRow(row)
-                pins = try cells[0].decode(Int.self)
-                boundary = try cells[1].decode(Double?.self)
-                guard let chord = try cells[2].decode(Double?.self) else { continue }
-                let copy = CopiesStore.view(try CopiesStore.row(cells, from: 6))
-                result.append(NearbyCopy(copy: copy, distanceKm: try cells[3].decode(Double.self), sortKey: chord,
-                                         place: PublicPlace(latitude: try cells[4].decode(Double.self), longitude: try cells[5].decode(Double.self))))
+                boundary = try cells[0].decode(Double?.self)
+                guard let chord = try cells[1].decode(Double?.self) else { continue }
+                let copy = CopiesStore.view(try CopiesStore.row(cells, from: 5))
+                result.append(NearbyCopy(copy: copy, distanceKm: try cells[2].decode(Double.self), sortKey: chord,
+                                         place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self))))
             }
-            if Self.isComplete(pins: pins, pinLimit: pinLimit, boundary: boundary, rows: result.count,
-                               lastChord: result.last?.sortKey, limit: limit) {
+            if Self.isComplete(boundary: boundary, rows: result.count, lastChord: result.last?.sortKey, limit: limit) {
                 return result
             }
             pinLimit *= 8
