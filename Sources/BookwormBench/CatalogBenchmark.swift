@@ -71,9 +71,14 @@ struct BenchDatabase {
 
     /// Transactions per second pgbench reaches running `script` on `clients` connections.
     /// `mode` is pgbench's query protocol: `prepared` when the server prepares the statement too.
+    /// With several scripts, each transaction runs one of them at random.
     func pgbench(_ pgbench: String, script: String, clients: Int, seconds: Int, mode: String = "simple") throws -> Double {
+        try self.pgbench(pgbench, scripts: [script], clients: clients, seconds: seconds, mode: mode)
+    }
+
+    func pgbench(_ pgbench: String, scripts: [String], clients: Int, seconds: Int, mode: String = "simple") throws -> Double {
         let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", mode, "-c", "\(clients)", "-j", "2",
-                                           "-T", "\(seconds)", "-f", script, "bookworm"])
+                                           "-T", "\(seconds)"] + scripts.flatMap { ["-f", $0] } + ["bookworm"])
         let line = text.split(separator: "\n").first { $0.hasPrefix("tps = ") }
         guard let value = line?.split(separator: " ").dropFirst(2).first.flatMap({ Double($0) }) else {
             throw Shell.Failure(description: "could not read pgbench's tps: \(text)")

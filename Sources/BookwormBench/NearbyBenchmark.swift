@@ -43,7 +43,7 @@ struct NearbyBenchmark {
             try await measure(client: client, origins: origins)
         }
 
-        let throughput = try measureThroughput(wrk: wrk, curl: curl, pgbench: pgbench, database: database, at: origins.first)
+        let throughput = try measureThroughput(wrk: wrk, curl: curl, pgbench: pgbench, database: database, at: Array(origins.prefix(16)))
         report(timings, throughput: throughput)
     }
 
@@ -53,26 +53,38 @@ struct NearbyBenchmark {
         var simple: [Double] = []
     }
 
-    /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement for the same
-    /// point, both ways pgbench can: prepared once per connection (as the server runs it) and
-    /// the default simple protocol (parsed and planned every time). Three alternating rounds,
-    /// so a machine that speeds up or slows down during the run affects all three alike.
+    /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement, over the
+    /// same 16 query points (each request or transaction takes one), both ways pgbench can:
+    /// prepared once per connection (as the server runs it) and the default simple protocol
+    /// (parsed and planned every time). Three alternating rounds, so a machine that speeds up or
+    /// slows down during the run affects all three alike.
     private func measureThroughput(wrk: String, curl: String, pgbench: String, database: BenchDatabase,
-                                   at point: (latitude: Double, longitude: Double)?) throws -> Throughput {
-        let origin = point ?? (latitude: 48.857, longitude: 2.352)
+                                   at origins: [(latitude: Double, longitude: Double)]) throws -> Throughput {
         let token = try BenchAccount.token(curl: curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
-        let url = "http://127.0.0.1:\(port)/v1/nearby/copies?latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=\(radiusKm)&limit=\(limit)"
-        let script = try BenchAccount.headerScript(token: token)
-        let sqlFile = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid()).sql").path
-        // The server fetches one row more than the page to know whether another page exists.
-        try (NearbyBenchmarkSQL.nearbyCopies(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm,
-                                             limit: limit + 1, caller: nobody) + ";\n").write(toFile: sqlFile, atomically: true, encoding: .utf8)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        var paths: [String] = [], scripts: [String] = []
+        for (index, origin) in origins.enumerated() {
+            paths.append("/v1/nearby/copies?latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=\(radiusKm)&limit=\(limit)")
+            // The server fetches one row more than the page to know whether another page exists.
+            let sql = NearbyBenchmarkSQL.nearbyCopies(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm,
+                                                      limit: limit + 1, caller: nobody)
+            scripts.append(folder + "/point\(index).sql")
+            try (sql + ";\n").write(toFile: scripts[index], atomically: true, encoding: .utf8)
+        }
+        let lua = folder + "/requests.lua"
+        try """
+            wrk.headers["Authorization"] = "Bearer \(token)"
+            local paths = {\(paths.map { "\"\($0)\"" }.joined(separator: ", "))}
+            request = function() return wrk.format(nil, paths[math.random(#paths)]) end
+            """.write(toFile: lua, atomically: true, encoding: .utf8)
         let slice = max(seconds / 3, 2)
         var result = Throughput()
         for _ in 0..<3 {
-            result.http.append(WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "-s", script, url])).successfulPerSecond)
-            result.prepared.append(try database.pgbench(pgbench, script: sqlFile, clients: clients, seconds: slice, mode: "prepared"))
-            result.simple.append(try database.pgbench(pgbench, script: sqlFile, clients: clients, seconds: slice, mode: "simple"))
+            result.http.append(WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "-s", lua, "http://127.0.0.1:\(port)"]))
+                .successfulPerSecond)
+            result.prepared.append(try database.pgbench(pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared"))
+            result.simple.append(try database.pgbench(pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple"))
         }
         return result
     }
@@ -158,7 +170,7 @@ struct NearbyBenchmark {
             ["same ids (a) vs (b)", "\(timings.project.count - timings.mismatches.count) of \(timings.project.count)",
              "\(timings.edgeOnly) differ only at the edge", "all", timings.mismatches.isEmpty ? "yes" : "NO"],
             ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
-            throughputRow("HTTP /v1/nearby/copies, \(clients) clients", http, "pgbench -M prepared", prepared),
+            throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared),
             throughputRow("same HTTP figure", http, "pgbench default (simple)", simple),
         ]).render())
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
