@@ -34,6 +34,20 @@ import Testing
         try expectSameBytes(Page<CopyView>(data: [], nextCursor: nil))
     }
 
+    @Test func feedPagesAreByteForByteWhatJSONEncoderWrites() throws {
+        var random = SeededRandom(seed: 11)
+        for round in 0..<200 {
+            let posts = (0..<random.next(upTo: 5)).map { _ in
+                let copy = Self.copy(&random)
+                return PostView(id: UUID(), kind: random.pick(["offer", "wanted"]), body: random.pick(Self.awkward), author: copy.owner,
+                                book: random.bool() ? nil : copy.book, copyID: random.bool() ? nil : copy.id, createdAt: copy.createdAt,
+                                distanceKm: random.bool() ? nil : random.double(0, 500), createdMicros: 0)
+            }
+            try expectSameBytes(Page(data: posts, nextCursor: round % 2 == 0 ? nil : "next"))
+            if let first = posts.first { try expectSameBytes(first) }
+        }
+    }
+
     @Test func numbersAndDatesAtTheirEdges() throws {
         let numbers: [Double] = [0, -0.0, 1, -1, 0.1, 1.5, 100, 1e15, 1e16, 1e17, 1.2345678901234568e20, 1e-7, 2.5e-320,
                                  48.857000024825076, -179.99999999999997, 90, -90, 6371.0088]

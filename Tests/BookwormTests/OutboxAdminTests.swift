@@ -62,6 +62,32 @@ import Testing
         }
     }
 
+    /// Failed mail keeps its content for `retry` only while it is recent; housekeeping drops
+    /// the rest, and a message without content can no longer be retried.
+    @Test func longFailedMailLosesItsContentAndCannotBeRetried() async throws {
+        try await withApp { app in
+            try await app.enqueue(to: ["old@example.org", "recent@example.org"], subject: "Hi", body: "reset link abc")
+            var config = Config.forTests(app.settings)
+            config.logLevel = "critical"
+            let logger = Logger(label: "t")
+            var ids: [UUID] = []
+            for try await id in try await app.db.query("SELECT id FROM outbox_messages ORDER BY recipient").decode(UUID.self) { ids.append(id) }
+            for id in ids { _ = try await runOutboxCommand(.discard(id), config: config, logger: logger) }
+            try await app.db.query("UPDATE outbox_messages SET updated_at = now() - interval '31 days' WHERE id = \(ids[0])")
+
+            let housekeeping = Housekeeping(sessions: SessionStore(client: app.db, policy: SessionPolicy(), logger: logger),
+                                            throttles: ThrottleStore(client: app.db, logger: logger), outbox: OutboxStore(client: app.db, logger: logger),
+                                            failedMailRetentionDays: 30, logger: logger)
+            try await housekeeping.sweep()
+            var kept: [String: Bool] = [:]
+            for try await (recipient, hasContent) in try await app.db.query("SELECT recipient, content <> '' FROM outbox_messages")
+                .decode((String, Bool).self) { kept[recipient] = hasContent }
+            #expect(kept == ["old@example.org": false, "recent@example.org": true])
+            await #expect(throws: AppError.self) { try await runOutboxCommand(.retry(ids[0]), config: config, logger: logger) }
+            #expect(try await runOutboxCommand(.retry(ids[1]), config: config, logger: logger).contains("Queued"))
+        }
+    }
+
     @Test func stoppingMidBatchHandsTheRestBack() async throws {
         try await withSink { sink in
             try await withApp { app in

@@ -106,5 +106,7 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
     MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     PostsRoutes(client: client, posts: PostsStore(client: client, logger: logger), pins: pins, throttles: throttles,
                 policy: config.feed).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    return (router, [Housekeeping(sessions: sessions, throttles: throttles, logger: logger)])
+    let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
+                                    failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger)
+    return (router, [housekeeping])
 }

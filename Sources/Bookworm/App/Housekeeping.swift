@@ -2,20 +2,27 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// Periodically deletes dead sessions and old throttle events, so those tables stay small.
-/// Idempotent, so it is harmless for several instances to run it.
+/// Periodically deletes dead sessions and old throttle events, so those tables stay small, and
+/// drops the content of long-failed mail. Idempotent, so several instances may run it.
 struct Housekeeping: Service {
     let sessions: SessionStore
     let throttles: ThrottleStore
+    let outbox: OutboxStore
+    let failedMailRetentionDays: Int
     let logger: Logger
     var interval: Duration = .seconds(600)
+
+    func sweep() async throws {
+        try await sessions.deleteExpired()
+        try await throttles.deleteOlderThan(seconds: 86400)
+        try await outbox.dropFailedContent(olderThanDays: failedMailRetentionDays)
+    }
 
     func run() async throws {
         // Wait one interval first: at start-up the schema may still be migrating.
         while await sleepOneInterval() {
             do {
-                try await sessions.deleteExpired()
-                try await throttles.deleteOlderThan(seconds: 86400)
+                try await sweep()
             } catch {
                 logger.warning("housekeeping failed", metadata: ["error": .string(String(reflecting: error))])
             }

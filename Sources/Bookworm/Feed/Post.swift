@@ -42,6 +42,24 @@ struct PostView: Encodable, Sendable {
     }
 }
 
+extension PostView: JSONWritable {
+    /// The same JSON as `encode(to:)`, keys in sorted order (see `JSONWriter`).
+    func write(to json: inout JSONWriter) {
+        json.object { json in
+            json.key("author"); author.write(to: &json)
+            json.key("body"); json.string(body)
+            json.key("book")
+            if let book { book.write(to: &json) } else { json.null() }
+            json.key("copy_id"); json.uuid(copyID)
+            json.key("created_at"); json.date(createdAt)
+            json.key("distance_km")
+            if let distanceKm { json.number(Nearby.rounded(distanceKm)) } else { json.null() }
+            json.key("id"); json.uuid(id)
+            json.key("kind"); json.string(kind)
+        }
+    }
+}
+
 /// What a feed page may be narrowed by.
 struct FeedFilter: Sendable {
     var kind: PostKind?

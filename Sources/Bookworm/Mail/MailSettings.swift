@@ -33,6 +33,8 @@ public struct MailSettings: Sendable {
             ?? defaults.outbox.pollInterval
         settings.outbox.lease = try reader.int("BOOKWORM_MAIL_LEASE_SECONDS", range: 5...86_400).map(Double.init)
             ?? defaults.outbox.lease
+        settings.outbox.failedRetentionDays = try reader.int("BOOKWORM_MAIL_FAILED_RETENTION_DAYS", range: 1...3650)
+            ?? defaults.outbox.failedRetentionDays
         if let url = settings.smtpURL { _ = try SMTPSettings(url: url, timeoutSeconds: settings.smtpTimeoutSeconds) }
         return settings
     }

@@ -90,13 +90,13 @@ struct OutboxAdmin: Sendable {
         let rows = try await client.query("""
             UPDATE outbox_messages SET status = 'queued', attempts = 0, next_attempt_at = clock_timestamp(), lease_owner = NULL,
                    lease_expires_at = NULL, updated_at = clock_timestamp()
-            WHERE id = \(id) AND status <> 'sent'
+            WHERE id = \(id) AND status <> 'sent' AND content <> ''
             RETURNING recipient, EXISTS (SELECT 1 FROM mail_suppressions s WHERE s.address = lower(recipient))
             """, logger: logger)
         for try await (_, suppressed) in rows.decode((String, Bool).self) {
             return "Queued \(id.apiString) again." + (suppressed ? " Its address is suppressed, so it will fail again." : "")
         }
-        throw AppError.notFound("No unsent message with id \(id.apiString)")
+        throw AppError.notFound("No unsent message with id \(id.apiString) that still holds its content")
     }
 
     func discard(_ id: UUID) async throws -> String {

@@ -121,6 +121,22 @@ struct OutboxStore: Sendable {
         }
     }
 
+    /// Housekeeping: failed messages older than `days` lose their content, as sent ones do at once.
+    @discardableResult
+    func dropFailedContent(olderThanDays days: Int) async throws -> Int {
+        let rows = try await client.query("""
+            WITH dropped AS (
+                UPDATE outbox_messages SET content = ''
+                WHERE status = 'failed' AND content <> '' AND updated_at < clock_timestamp() - make_interval(days => \(days)::int4)
+                RETURNING 1
+            )
+            SELECT count(*)::int8 FROM dropped
+            """, logger: logger)
+        var count = 0
+        for try await value in rows.decode(Int.self) { count = value }
+        return count
+    }
+
     /// On shutdown: rows claimed but not sent become due again at once, the attempt not counted.
     func release(_ ids: [UUID], worker: UUID) async throws {
         guard !ids.isEmpty else { return }

@@ -16,6 +16,8 @@ public struct OutboxPolicy: Sendable {
     /// 12 attempts from 60 s span about a day.
     public var baseDelay: TimeInterval = 60
     public var maxDelay: TimeInterval = 4 * 3600
+    /// Days a failed message keeps its content, for `bookworm outbox retry`; then it is dropped.
+    public var failedRetentionDays = 30
 
     public init() {}
 
