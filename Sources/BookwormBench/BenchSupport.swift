@@ -132,3 +132,19 @@ enum Pages {
         return cursor
     }
 }
+
+/// The load tools the HTTP-versus-database benchmarks drive, found on PATH.
+struct LoadTools {
+    let wrk: String
+    let curl: String
+    let pgbench: String
+    let psql: String
+
+    static func find() throws -> LoadTools {
+        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
+              let psql = Shell.which("psql") else {
+            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
+        }
+        return LoadTools(wrk: wrk, curl: curl, pgbench: pgbench, psql: psql)
+    }
+}

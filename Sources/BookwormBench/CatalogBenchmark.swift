@@ -14,13 +14,11 @@ struct CatalogBenchmark {
     let query = "shadow garc"
 
     func run() async throws {
-        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
-              let psql = Shell.which("psql") else {
-            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
-        }
+        let tools = try LoadTools.find()
+        let (wrk, curl, pgbench) = (tools.wrk, tools.curl, tools.pgbench)
         let server = try ServerUnderTest.start(port: port)
         defer { server.stop() }
-        let database = BenchDatabase(psql: psql, socketDirectory: server.dataDirectory + "/postgres")
+        let database = server.database(psql: tools.psql)
         let existing = try database.scalar("SELECT count(*) FROM copies")
         if existing < copies {
             print("seeding \(users) users, \(books) books, \(copies - existing) copies…")
@@ -67,6 +65,10 @@ struct BenchDatabase {
     func scalar(_ sql: String) throws -> Int {
         let text = try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-tAc", sql])
         return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    func execute(_ sql: String) throws {
+        try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-q", "-c", sql])
     }
 
     /// Transactions per second pgbench reaches running `script` on `clients` connections.

@@ -16,14 +16,11 @@ struct FeedBenchmark {
     let radiusKm = 10.0
 
     func run() async throws {
-        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
-              let psql = Shell.which("psql") else {
-            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
-        }
+        let tools = try LoadTools.find()
+        let (wrk, curl, pgbench) = (tools.wrk, tools.curl, tools.pgbench)
         let server = try ServerUnderTest.start(port: port)
         defer { server.stop() }
-        let socketDirectory = server.dataDirectory + "/postgres"
-        let database = BenchDatabase(psql: psql, socketDirectory: socketDirectory)
+        let database = server.database(psql: tools.psql)
         if try database.scalar("SELECT count(*) FROM pins") == 0 {
             throw Shell.Failure(description: "seed first: `BookwormBench catalog` then `nearby` seed the users, copies and pins")
         }
@@ -41,10 +38,8 @@ struct FeedBenchmark {
         let page1000 = WrkResult.parse(try Shell.run(wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency",
                                                            base + "/v1/posts?limit=\(limit)&cursor=\(cursor)"]))
 
-        let settings = DatabaseSettings(endpoint: .socket(path: socketDirectory + "/.s.PGSQL.5432"), username: "bookworm",
-                                        password: nil, database: "bookworm")
         let position = try FeedBenchmarkSQL.decodeCursor(cursor)
-        let sql = try await settings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
+        let sql = try await server.clientSettings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
             try await measureSQL(client: client, after: position)
         }
 

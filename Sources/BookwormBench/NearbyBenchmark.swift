@@ -18,14 +18,10 @@ struct NearbyBenchmark {
     let nobody = UUID(uuidString: "00000000-0000-0000-0000-000000000000") ?? UUID()
 
     func run() async throws {
-        guard let wrk = Shell.which("wrk"), let curl = Shell.which("curl"), let pgbench = Shell.which("pgbench"),
-              let psql = Shell.which("psql") else {
-            throw Shell.Failure(description: "wrk, curl, psql and pgbench are needed: run `make bench-deps`")
-        }
+        let tools = try LoadTools.find()
         let server = try ServerUnderTest.start(port: port)
         defer { server.stop() }
-        let socketDirectory = server.dataDirectory + "/postgres"
-        let database = BenchDatabase(psql: psql, socketDirectory: socketDirectory)
+        let database = server.database(psql: tools.psql)
         guard try database.scalar("SELECT count(*) FROM copies") >= 1_000_000 else {
             throw Shell.Failure(description: "seed first: `BookwormBench catalog` seeds 1,000,000 copies")
         }
@@ -34,16 +30,14 @@ struct NearbyBenchmark {
                                    environment: server.environment)
         }
         print("setting up PostGIS beside the project's schema…")
-        try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-q", "-c", NearbyBenchmarkSQL.postGISSetup])
+        try database.execute(NearbyBenchmarkSQL.postGISSetup)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
-        let settings = DatabaseSettings(endpoint: .socket(path: socketDirectory + "/.s.PGSQL.5432"), username: "bookworm",
-                                        password: nil, database: "bookworm")
-        let timings = try await settings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
+        let timings = try await server.clientSettings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
             try await measure(client: client, origins: origins)
         }
 
-        let throughput = try measureThroughput(wrk: wrk, curl: curl, pgbench: pgbench, database: database, at: Array(origins.prefix(16)))
+        let throughput = try measureThroughput(tools, database: database, at: Array(origins.prefix(16)))
         report(timings, throughput: throughput)
     }
 
@@ -58,9 +52,9 @@ struct NearbyBenchmark {
     /// prepared once per connection (as the server runs it) and the default simple protocol
     /// (parsed and planned every time). Three alternating rounds, so a machine that speeds up or
     /// slows down during the run affects all three alike.
-    private func measureThroughput(wrk: String, curl: String, pgbench: String, database: BenchDatabase,
+    private func measureThroughput(_ tools: LoadTools, database: BenchDatabase,
                                    at origins: [(latitude: Double, longitude: Double)]) throws -> Throughput {
-        let token = try BenchAccount.token(curl: curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
+        let token = try BenchAccount.token(curl: tools.curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         var paths: [String] = [], scripts: [String] = []
@@ -81,10 +75,10 @@ struct NearbyBenchmark {
         let slice = max(seconds / 3, 2)
         var result = Throughput()
         for _ in 0..<3 {
-            result.http.append(WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "-s", lua, "http://127.0.0.1:\(port)"]))
+            result.http.append(WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "-s", lua, "http://127.0.0.1:\(port)"]))
                 .successfulPerSecond)
-            result.prepared.append(try database.pgbench(pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared"))
-            result.simple.append(try database.pgbench(pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple"))
+            result.prepared.append(try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared"))
+            result.simple.append(try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple"))
         }
         return result
     }

@@ -20,8 +20,7 @@ struct OutboxBenchmark {
             logger.logLevel = .error
             return logger
         }()
-        let settings = DatabaseSettings(endpoint: .socket(path: server.dataDirectory + "/postgres/.s.PGSQL.5432"),
-                                        username: "bookworm", password: nil, database: "bookworm")
+        let settings = server.clientSettings
         let sink = try BenchSink.start()
         defer { sink.stop() }
         let sinkPort = sink.port

@@ -1,3 +1,4 @@
+import Bookworm
 import Foundation
 
 /// The release `bookworm serve` binary as a child process on the embedded database under
@@ -58,6 +59,15 @@ final class ServerUnderTest {
         }
         throw Shell.Failure(description: "the server was not ready within 180 s")
     }
+
+    /// The embedded cluster's socket, for the benchmark's own PostgreSQL client.
+    var clientSettings: DatabaseSettings {
+        DatabaseSettings(endpoint: .socket(path: dataDirectory + "/postgres/.s.PGSQL.5432"), username: "bookworm",
+                         password: nil, database: "bookworm")
+    }
+
+    /// psql and pgbench against the embedded cluster.
+    func database(psql: String) -> BenchDatabase { BenchDatabase(psql: psql, socketDirectory: dataDirectory + "/postgres") }
 
     /// VmHWM: the most resident memory the process ever had.
     func peakRSSMiB() -> Double {

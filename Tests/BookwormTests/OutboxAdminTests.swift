@@ -7,6 +7,19 @@ import Testing
 @testable import Bookworm
 
 @Suite struct OutboxAdminTests {
+    /// `bookworm outbox …` against the test's database, quietly.
+    func admin(_ app: TestApp, _ action: OutboxAction) async throws -> String {
+        var config = Config.forTests(app.settings)
+        config.logLevel = "critical"
+        return try await runOutboxCommand(action, config: config, logger: Logger(label: "t"))
+    }
+
+    func messageIDs(_ app: TestApp) async throws -> [UUID] {
+        var ids: [UUID] = []
+        for try await id in try await app.db.query("SELECT id FROM outbox_messages ORDER BY recipient").decode(UUID.self) { ids.append(id) }
+        return ids
+    }
+
     /// Without SMTP_URL the worker inside the app writes `.eml` files under the data folder:
     /// a new user reads the code there, verifies, and contacts another user's copy.
     @Test func withoutSMTPMailLandsInTheMaildirAndTheCodeVerifies() async throws {
@@ -44,21 +57,17 @@ import Testing
     @Test func adminCommandsShowRetryAndDiscardMessagesWithoutBodies() async throws {
         try await withApp { app in
             try await app.enqueue(to: ["alice@example.org", "bob@example.org"], subject: "Hi", body: "secret code 123456")
-            var config = Config.forTests(app.settings)
-            config.logLevel = "critical"
-            let logger = Logger(label: "t")
-            let stats = try await runOutboxCommand(.stats, config: config, logger: logger)
+            let stats = try await admin(app, .stats)
             #expect(stats.contains("queued") && stats.contains("2"))
-            let list = try await runOutboxCommand(.list(status: "queued", limit: 10), config: config, logger: logger)
+            let list = try await admin(app, .list(status: "queued", limit: 10))
             #expect(list.contains("a***@example.org") && list.contains("b***@example.org"))
             #expect(!list.contains("alice@") && !list.contains("123456"))
-            var ids: [UUID] = []
-            for try await id in try await app.db.query("SELECT id FROM outbox_messages ORDER BY recipient").decode(UUID.self) { ids.append(id) }
-            #expect(try await runOutboxCommand(.discard(ids[0]), config: config, logger: logger).contains("Discarded"))
+            let ids = try await messageIDs(app)
+            #expect(try await admin(app, .discard(ids[0])).contains("Discarded"))
             #expect(try await app.outboxStatuses().sorted() == ["failed", "queued"])
-            #expect(try await runOutboxCommand(.retry(ids[0]), config: config, logger: logger).contains("Queued"))
+            #expect(try await admin(app, .retry(ids[0])).contains("Queued"))
             #expect(try await app.outboxStatuses() == ["queued", "queued"])
-            await #expect(throws: AppError.self) { try await runOutboxCommand(.discard(UUID()), config: config, logger: logger) }
+            await #expect(throws: AppError.self) { try await admin(app, .discard(UUID())) }
         }
     }
 
@@ -67,14 +76,11 @@ import Testing
     @Test func longFailedMailLosesItsContentAndCannotBeRetried() async throws {
         try await withApp { app in
             try await app.enqueue(to: ["old@example.org", "recent@example.org"], subject: "Hi", body: "reset link abc")
-            var config = Config.forTests(app.settings)
-            config.logLevel = "critical"
-            let logger = Logger(label: "t")
-            var ids: [UUID] = []
-            for try await id in try await app.db.query("SELECT id FROM outbox_messages ORDER BY recipient").decode(UUID.self) { ids.append(id) }
-            for id in ids { _ = try await runOutboxCommand(.discard(id), config: config, logger: logger) }
+            let ids = try await messageIDs(app)
+            for id in ids { _ = try await admin(app, .discard(id)) }
             try await app.db.query("UPDATE outbox_messages SET updated_at = now() - interval '31 days' WHERE id = \(ids[0])")
 
+            let logger = Logger(label: "t")
             let housekeeping = Housekeeping(sessions: SessionStore(client: app.db, policy: SessionPolicy(), logger: logger),
                                             throttles: ThrottleStore(client: app.db, logger: logger), outbox: OutboxStore(client: app.db, logger: logger),
                                             failedMailRetentionDays: 30, logger: logger)
@@ -83,8 +89,8 @@ import Testing
             for try await (recipient, hasContent) in try await app.db.query("SELECT recipient, content <> '' FROM outbox_messages")
                 .decode((String, Bool).self) { kept[recipient] = hasContent }
             #expect(kept == ["old@example.org": false, "recent@example.org": true])
-            await #expect(throws: AppError.self) { try await runOutboxCommand(.retry(ids[0]), config: config, logger: logger) }
-            #expect(try await runOutboxCommand(.retry(ids[1]), config: config, logger: logger).contains("Queued"))
+            await #expect(throws: AppError.self) { try await admin(app, .retry(ids[0])) }
+            #expect(try await admin(app, .retry(ids[1])).contains("Queued"))
         }
     }
 
