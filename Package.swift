@@ -1,6 +1,15 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+/// What every room builds on besides BookwormCore.
+let common: [Target.Dependency] = [
+    .product(name: "Hummingbird", package: "hummingbird"),
+    .product(name: "PostgresNIO", package: "postgres-nio"),
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+    .product(name: "HTTPTypes", package: "swift-http-types"),
+]
+
 let package = Package(
     name: "bookworm",
     platforms: [.macOS(.v14)],
@@ -30,10 +39,9 @@ let package = Package(
             linkerSettings: [.linkedLibrary("curl")]
         ),
         .target(
-            name: "Bookworm",
+            name: "BookwormCore",
             dependencies: [
                 "CSodium",
-                "CCurl",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -43,10 +51,22 @@ let package = Package(
             ],
             resources: [.copy("Resources/Migrations"), .copy("Resources/openapi.json")]
         ),
+        // The rooms, bottom-up: each names only rooms below it (ARCHITECTURE.md).
+        .target(name: "Mail", dependencies: ["BookwormCore", "CCurl"] + common),
+        .target(name: "Accounts", dependencies: ["BookwormCore", "Mail", "CSodium"] + common),
+        .target(name: "Places", dependencies: ["BookwormCore", "Accounts"] + common),
+        .target(name: "Catalog", dependencies: ["BookwormCore", "Accounts", "Places"] + common),
+        .target(name: "Discovery", dependencies: ["BookwormCore", "Accounts", "Places", "Catalog"] + common),
+        .target(name: "Exchange", dependencies: ["BookwormCore", "Mail", "Accounts", "Catalog", "Discovery"] + common),
+        .target(
+            name: "BookwormApp",
+            dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common
+        ),
         .executableTarget(
             name: "bookworm",
             dependencies: [
-                "Bookworm",
+                "BookwormApp",
+                "Mail",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -54,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "BookwormBench",
             dependencies: [
-                "Bookworm",
+                "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp",
                 "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -63,7 +83,7 @@ let package = Package(
         .testTarget(
             name: "BookwormTests",
             dependencies: [
-                "Bookworm",
+                "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),

@@ -1,4 +1,5 @@
-import Bookworm
+
+import BookwormCore
 import Foundation
 
 /// Small process helpers for the benchmarks: they drive real binaries (the release server,

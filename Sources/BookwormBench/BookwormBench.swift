@@ -6,7 +6,7 @@ struct BookwormBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
-        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self]
+        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self]
     )
 }
 
@@ -82,5 +82,16 @@ struct OutboxCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await OutboxBenchmark(messages: messages, smtpMessages: smtpMessages, workers: workers, port: port).run()
+    }
+}
+
+struct JSONCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "json", abstract: "JSONWriter vs JSONEncoder on the same page of 50 copies (no server, no database).")
+
+    @Option(help: "Pages per timed run.") var rounds = 2000
+
+    func run() async throws {
+        try JSONBenchmark(rounds: rounds).run()
     }
 }

@@ -1,4 +1,5 @@
-import Bookworm
+
+import Catalog
 import Foundation
 
 /// `BookwormBench catalog`: on a seeded library (default 1,000,000 copies / 200,000 books /

@@ -1,4 +1,6 @@
-import Bookworm
+
+import BookwormApp
+import Discovery
 import Foundation
 import Logging
 import PostgresNIO

@@ -1,4 +1,5 @@
-import Bookworm
+import Accounts
+
 import CSodium
 import Foundation
 

@@ -1,4 +1,5 @@
-import Bookworm
+
+import BookwormApp
 import Foundation
 import Logging
 import PostgresNIO

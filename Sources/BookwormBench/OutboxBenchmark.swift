@@ -1,6 +1,8 @@
-import Bookworm
+
+import BookwormCore
 import Foundation
 import Logging
+import Mail
 import PostgresNIO
 
 /// `BookwormBench outbox`: (a) claim-and-complete throughput of 2 workers over 50,000 queued

@@ -1,4 +1,5 @@
-import Bookworm
+
+import BookwormCore
 import Foundation
 
 /// The release `bookworm serve` binary as a child process on the embedded database under

@@ -1,6 +1,7 @@
 #include "bookworm_curl.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,13 +27,16 @@ static size_t bw_read(char *buffer, size_t size, size_t count, void *context) {
     return n;
 }
 
+static pthread_once_t bw_init_once = PTHREAD_ONCE_INIT;
+
+static void bw_global_init_once(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* curl_global_init is not thread-safe, and several workers may open their first session at
+   once: pthread_once runs it exactly once and makes every other caller wait for it. */
 static void bw_global_init(void) {
-    static int done = 0;
-    /* Called from the first open; the worker opens handles from one task at a time. */
-    if (!done) {
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        done = 1;
-    }
+    pthread_once(&bw_init_once, bw_global_init_once);
 }
 
 bw_smtp *bw_smtp_open(const char *url, const char *username, const char *password,

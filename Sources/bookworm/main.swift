@@ -1,7 +1,9 @@
 import ArgumentParser
-import Bookworm
+
+import BookwormApp
 import Foundation
 import Logging
+
 
 @main
 struct BookwormCommand: AsyncParsableCommand {

@@ -4,7 +4,14 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct AccountsTests {
     @Test func registerReturnsTokenAndPrivateUser() async throws {
@@ -190,17 +197,21 @@ import Testing
     @Test func idleTokenExpires() async throws {
         try await withApp { app in
             let account = try await app.register()
-            try await app.db.query("UPDATE sessions SET idle_expires_at = now() - interval '1 second'")
+            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .ok)
+            app.clock.advance(by: SessionPolicy().idleTimeout + 1)
             #expect(try await app.request(.get, "/v1/me", token: account.token).status == .unauthorized)
         }
     }
 
     @Test func absoluteExpiryWinsOverRecentUse() async throws {
-        try await withApp { app in
+        try await withApp(configure: { $0.sessions = SessionPolicy(idleTimeout: 3600, absoluteTimeout: 7200) }) { app in
             let account = try await app.register()
-            try await app.db.query("""
-                UPDATE sessions SET absolute_expires_at = now() - interval '1 second', last_used_at = now() - interval '1 hour'
-                """)
+            for _ in 0..<2 {
+                app.clock.advance(by: 3000)
+                #expect(try await app.request(.get, "/v1/me", token: account.token).status == .ok)
+            }
+            // Used 1,300 s ago, so idle is fine; but the session is 7,300 s old.
+            app.clock.advance(by: 1300)
             #expect(try await app.request(.get, "/v1/me", token: account.token).status == .unauthorized)
         }
     }
@@ -208,16 +219,14 @@ import Testing
     @Test func useExtendsIdleExpiryButNotPastAbsolute() async throws {
         try await withApp(configure: { $0.sessions = SessionPolicy(idleTimeout: 3600, absoluteTimeout: 7200) }) { app in
             let account = try await app.register()
-            try await app.db.query("""
-                UPDATE sessions SET last_used_at = now() - interval '2 hours', idle_expires_at = now() + interval '1 minute',
-                                    absolute_expires_at = now() + interval '30 minutes'
-                """)
-            #expect(try await app.request(.get, "/v1/me", token: account.token).status == .ok)
-            let rows = try await app.db.query("""
-                SELECT idle_expires_at > now() + interval '29 minutes', idle_expires_at <= absolute_expires_at FROM sessions
-                """)
-            for try await (extended, capped) in rows.decode((Bool, Bool).self) {
-                #expect(extended)
+            // 3,000 s, then 6,000 s after sign-in: past the first idle expiry (3,600 s), so the
+            // first use must have pushed it forward.
+            for _ in 0..<2 {
+                app.clock.advance(by: 3000)
+                #expect(try await app.request(.get, "/v1/me", token: account.token).status == .ok)
+            }
+            let rows = try await app.db.query("SELECT idle_expires_at = absolute_expires_at FROM sessions")
+            for try await capped in rows.decode(Bool.self) {
                 #expect(capped)
             }
         }

@@ -2,7 +2,14 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct BlocksTests {
     /// A block hides each from the other in nearby results, the library and the feed, both

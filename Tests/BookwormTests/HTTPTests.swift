@@ -5,7 +5,14 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct HTTPTests {
     @Test func unknownRouteIsProblemJSON404() async throws {

@@ -1,6 +1,13 @@
 import Foundation
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 /// `JSONWriter` must write exactly what `JSONEncoder.api` writes for every `JSONWritable`
 /// type, so clients and ETags cannot tell which one produced a page.

@@ -4,7 +4,14 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct MailMessageTests {
     static let hostile = [
@@ -21,7 +28,7 @@ import Testing
         try await withSink { sink in
             try await withApp { app in
                 let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x")
-                let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"))
+                let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"), clock: app.clock)
                 for (index, text) in Self.hostile.enumerated() {
                     let body = "Hello\n.\nStill here \(index)\r\n\(text)\n" + String(repeating: "long line ", count: 50)
                     let message = templates.contact(to: "reader\(index)@example.org", recipient: "reader", sender: "sender_\(index)",

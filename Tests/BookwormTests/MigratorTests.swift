@@ -2,7 +2,14 @@ import Foundation
 import Logging
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct MigratorTests {
     let logger = Logger(label: "test")

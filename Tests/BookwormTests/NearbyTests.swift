@@ -3,7 +3,14 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 extension TestApp {
     /// Every row of a nearest-first list, following cursors.

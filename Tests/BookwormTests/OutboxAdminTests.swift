@@ -4,7 +4,14 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct OutboxAdminTests {
     /// `bookworm outbox …` against the test's database, quietly.
@@ -35,7 +42,7 @@ import Testing
                     .compactMap { try? String(contentsOfFile: folder + "/mail/new/" + $0, encoding: .utf8) }
             }
             func waitFor(_ count: Int) async throws -> [String] {
-                for _ in 0..<100 where mails().count < count { try await Task.sleep(for: .milliseconds(100)) }
+                _ = try await eventually(within: 10) { mails().count >= count }
                 return mails()
             }
             let owner = try await app.register()
@@ -78,12 +85,13 @@ import Testing
             try await app.enqueue(to: ["old@example.org", "recent@example.org"], subject: "Hi", body: "reset link abc")
             let ids = try await messageIDs(app)
             for id in ids { _ = try await admin(app, .discard(id)) }
-            try await app.db.query("UPDATE outbox_messages SET updated_at = now() - interval '31 days' WHERE id = \(ids[0])")
+            try await app.db.query("UPDATE outbox_messages SET updated_at = \(app.clock.now()) - interval '31 days' WHERE id = \(ids[0])")
 
             let logger = Logger(label: "t")
-            let housekeeping = Housekeeping(sessions: SessionStore(client: app.db, policy: SessionPolicy(), logger: logger),
-                                            throttles: ThrottleStore(client: app.db, logger: logger), outbox: OutboxStore(client: app.db, logger: logger),
-                                            failedMailRetentionDays: 30, logger: logger)
+            let housekeeping = Housekeeping(sessions: SessionStore(client: app.db, policy: SessionPolicy(), logger: logger, clock: app.clock),
+                                            throttles: ThrottleStore(client: app.db, logger: logger, clock: app.clock),
+                                            outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),
+                                            failedMailRetentionDays: 30, logger: logger, clock: app.clock)
             try await housekeeping.sweep()
             var kept: [String: Bool] = [:]
             for try await (recipient, hasContent) in try await app.db.query("SELECT recipient, content <> '' FROM outbox_messages")

@@ -4,13 +4,20 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 extension TestApp {
     /// Queues `count` messages straight through the store, as a business transaction would.
     @discardableResult
     func enqueue(to recipients: [String], subject: String = "Hello", body: String = "Body") async throws -> [String] {
-        let outbox = OutboxStore(client: db, logger: Logger(label: "test"))
+        let outbox = OutboxStore(client: db, logger: Logger(label: "test"), clock: clock)
         let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x")
         var ids: [String] = []
         for recipient in recipients {
@@ -73,10 +80,11 @@ extension TestApp {
             try await app.enqueue(to: ["someone@example.org"])
             // Nothing listens on this port: a network error each time.
             let transport = SMTPTransport(settings: try SMTPSettings(url: "smtp://127.0.0.1:9?tls=none", timeoutSeconds: 2))
-            let worker = OutboxWorker(client: app.db, transport: transport, policy: .forTests(maxAttempts: 3), logger: Logger(label: "t"))
+            let policy = OutboxPolicy.forTests(maxAttempts: 3)
+            let worker = OutboxWorker(client: app.db, transport: transport, policy: policy, logger: Logger(label: "t"), clock: app.clock)
             for _ in 0..<30 where try await app.queuedCount() > 0 {
                 try await worker.drainOnce()
-                try await Task.sleep(for: .milliseconds(80))
+                app.clock.advance(by: policy.maxDelay)
             }
             #expect(try await app.outboxStatuses() == ["failed"])
             for try await attempts in try await app.db.query("SELECT attempts FROM outbox_messages").decode(Int.self) {
@@ -95,7 +103,7 @@ extension TestApp {
             struct Abort: Error {}
             await #expect(throws: Abort.self) {
                 try await app.db.transaction(logger: Logger(label: "t")) { connection in
-                    let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"))
+                    let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"), clock: app.clock)
                     let message = MailMessage(messageID: "<x@example.org>", from: "a@example.org", to: "b@example.org", replyTo: nil,
                                               subject: "s", body: "b", date: Date())
                     try await outbox.enqueue(message, kind: .contact, on: connection)
@@ -131,16 +139,17 @@ extension TestApp {
     @Test func anExpiredLeaseMakesTheRowDueAgain() async throws {
         try await withApp { app in
             try await app.enqueue(to: ["late@example.org"])
-            let store = OutboxStore(client: app.db, logger: Logger(label: "t"))
+            let store = OutboxStore(client: app.db, logger: Logger(label: "t"), clock: app.clock)
             let crashed = UUID()
-            #expect(try await store.claim(worker: crashed, batch: 10, lease: 0.3).count == 1)
+            #expect(try await store.claim(worker: crashed, batch: 10, lease: 30).count == 1)
+            app.clock.advance(by: 29)
             #expect(try await store.claim(worker: UUID(), batch: 10, lease: 30).isEmpty)
-            try await Task.sleep(for: .milliseconds(400))
+            app.clock.advance(by: 2)
             let again = try await store.claim(worker: UUID(), batch: 10, lease: 30)
             #expect(again.count == 1)
             #expect(again.first?.attempts == 2)
             // The crashed worker's late completion does not count.
-            try await store.markSent(again.map(\.id), worker: crashed)
+            for message in again { try await store.markSent(message.id, worker: crashed) }
             #expect(try await app.outboxStatuses() == ["queued"])
         }
     }

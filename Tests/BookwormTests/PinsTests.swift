@@ -2,7 +2,14 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 extension TestApp {
     @discardableResult

@@ -2,7 +2,14 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 /// An observer who queries nearby lists and the map from many places must learn nothing about where inside its ~1 km
 /// cell a home pin really is: every answer stays byte-identical while the home moves.

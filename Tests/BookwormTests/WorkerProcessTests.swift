@@ -4,7 +4,14 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 @Suite struct WorkerProcessTests {
     /// The `bookworm` executable built beside this test binary.
@@ -37,11 +44,11 @@ import Testing
 
                 // A new worker picks up the rest, including the dead worker's rows once their lease ends.
                 let worker = try app.worker(sink)
-                let deadline = Date().addingTimeInterval(30)
-                while try await app.queuedCount() > 0, Date() < deadline {
-                    try await worker.drainOnce()
-                    try await Task.sleep(for: .milliseconds(200))
-                }
+                while try await worker.drainOnce() > 0 {}
+                // The dead worker's rows are leased for 5 s of real time; this worker's clock moves
+                // past that at once.
+                app.clock.advance(by: 60)
+                while try await worker.drainOnce() > 0 {}
                 let received = sink.messages().compactMap { $0.header("Message-ID") }
                 #expect(Set(received) == Set(ids))
                 #expect(received.count >= ids.count)
@@ -60,8 +67,9 @@ import Testing
                 $0.mail.smtpURL = url
                 $0.mail.outbox.pollInterval = 60
             }) { app in
-                // Let the first (empty) poll pass, so only a notification can wake the worker.
-                try await Task.sleep(for: .milliseconds(500))
+                // Once the worker waits on its (never advanced) poll timer beside housekeeping's,
+                // only a notification can wake it.
+                #expect(try await eventually { app.clock.sleeperCount >= 2 })
                 let account = try await app.register()
                 let mail = try await sink.waitForMessages(1, timeout: 10)
                 #expect(mail.first?.envelopeTo == account.email)

@@ -1,7 +1,14 @@
 import Foundation
 import Logging
 import PostgresNIO
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 /// Runs `body` with a fresh SMTP sink, stopping it afterwards whatever happens.
 func withSink<T: Sendable>(_ body: @Sendable (SMTPSink) async throws -> T) async throws -> T {
@@ -33,7 +40,7 @@ extension TestApp {
     /// A worker on this test's database sending to `sink`.
     func worker(_ sink: SMTPSink, policy: OutboxPolicy = .forTests()) throws -> OutboxWorker {
         let transport = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
-        return OutboxWorker(client: db, transport: transport, policy: policy, logger: Logger(label: "test-worker"))
+        return OutboxWorker(client: db, transport: transport, policy: policy, logger: Logger(label: "test-worker"), clock: clock)
     }
 
     /// Drains the outbox to `sink` until nothing is due (retries included, up to `rounds`).
@@ -42,7 +49,8 @@ extension TestApp {
         for _ in 0..<rounds {
             try await worker.drainOnce()
             if try await queuedCount() == 0 { return }
-            try await Task.sleep(for: .milliseconds(60))
+            // Past any backoff the last round scheduled (at most `maxDelay`).
+            clock.advance(by: worker.policy.maxDelay)
         }
     }
 

@@ -1,5 +1,12 @@
 import Foundation
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 /// A real SMTP server process (aiosmtpd, `Tests/smtp_sink.py`) for one test, and what it
 /// received. `make deps` installs aiosmtpd (Debian's python3-aiosmtpd).

@@ -2,13 +2,22 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 /// A running app on its own database, plus the helpers tests use to talk to it.
 struct TestApp: Sendable {
     let client: any TestClientProtocol
     let db: PostgresClient
     let settings: DatabaseSettings
+    /// The app's clock: expiry, throttle windows, backoff and leases move only when a test advances it.
+    let clock: ManualClock
 
     /// Sends `body` (a JSON-encodable dictionary, or raw bytes) with the given token.
     @discardableResult
@@ -97,10 +106,12 @@ func withApp(
 ) async throws {
     try await withTestDatabase { settings, db in
         var config = Config.forTests(settings)
+        let clock = ManualClock()
+        config.clock = clock
         configure(&config)
         let app = try await buildApplication(config: config)
         try await app.test(.router) { client in
-            try await body(TestApp(client: client, db: db, settings: settings))
+            try await body(TestApp(client: client, db: db, settings: settings, clock: clock))
         }
     }
 }

@@ -1,7 +1,14 @@
 import Foundation
 import Logging
 import PostgresNIO
-@testable import Bookworm
+@testable import BookwormCore
+@testable import Mail
+@testable import Accounts
+@testable import Places
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
+@testable import BookwormApp
 
 /// One PostgreSQL per test process (`TEST_DATABASE_URL`, else an embedded cluster under
 /// `.bookworm/test`), one migrated template database, and a fresh database per test cloned

@@ -1,0 +1,163 @@
+import BookwormCore
+import Foundation
+
+struct PrivateUser: Encodable, Sendable {
+    let id: UUID
+    let email: String
+    let emailVerified: Bool
+    let username: String
+    let displayName: String?
+    let bio: String?
+    let createdAt: Date
+
+    init(_ user: UserRecord) {
+        id = user.id
+        email = user.email
+        emailVerified = user.emailVerifiedAt != nil
+        username = user.username
+        displayName = user.displayName
+        bio = user.bio
+        createdAt = user.createdAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, email, username, bio
+        case emailVerified = "email_verified", displayName = "display_name", createdAt = "created_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(email, forKey: .email)
+        try container.encode(emailVerified, forKey: .emailVerified)
+        try container.encode(username, forKey: .username)
+        try container.encode(displayName, forKey: .displayName)
+        try container.encode(bio, forKey: .bio)
+        try container.encode(createdAt, forKey: .createdAt)
+    }
+}
+
+struct PublicUser: Encodable, Sendable {
+    let id: UUID
+    let username: String
+    let displayName: String?
+    let bio: String?
+    let createdAt: Date
+    let availableCopies: Int
+
+    enum CodingKeys: String, CodingKey {
+        case id, username, bio
+        case displayName = "display_name", createdAt = "created_at", availableCopies = "available_copies"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(username, forKey: .username)
+        try container.encode(displayName, forKey: .displayName)
+        try container.encode(bio, forKey: .bio)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(availableCopies, forKey: .availableCopies)
+    }
+}
+
+struct AuthResponse: Encodable, Sendable {
+    let user: PrivateUser
+    let token: String
+    let expiresAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case user, token
+        case expiresAt = "expires_at"
+    }
+}
+
+
+package struct SessionPolicy: Sendable {
+    /// A token unused for this long stops working.
+    package var idleTimeout: TimeInterval
+    /// A token stops working this long after login, however often it is used.
+    package var absoluteTimeout: TimeInterval
+
+    package init(idleTimeout: TimeInterval = 30 * 86400, absoluteTimeout: TimeInterval = 90 * 86400) {
+        self.idleTimeout = idleTimeout
+        self.absoluteTimeout = absoluteTimeout
+    }
+}
+
+package struct ThrottlePolicy: Sendable {
+    package var loginFailures: Int
+    package var loginWindow: TimeInterval
+    package var registrations: Int
+    package var registrationWindow: TimeInterval
+
+    package init(loginFailures: Int = 10, loginWindow: TimeInterval = 15 * 60,
+                registrations: Int = 20, registrationWindow: TimeInterval = 3600) {
+        self.loginFailures = loginFailures
+        self.loginWindow = loginWindow
+        self.registrations = registrations
+        self.registrationWindow = registrationWindow
+    }
+}
+
+// MARK: - Request bodies
+
+struct RegisterBody: StrictBody {
+    let email: String
+    let username: String
+    let password: String
+    let displayName: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case email, username, password
+        case displayName = "display_name"
+    }
+}
+
+struct LoginBody: StrictBody {
+    let login: String
+    let password: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case login, password
+    }
+}
+
+struct ChangePasswordBody: StrictBody {
+    let currentPassword: String
+    let newPassword: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case currentPassword = "current_password", newPassword = "new_password"
+    }
+}
+
+/// PATCH semantics: a missing key leaves the field alone, `null` clears it.
+struct UpdateMeBody: StrictBody {
+    var displayName: FieldUpdate<String> = .unchanged
+    var bio: FieldUpdate<String> = .unchanged
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case bio
+        case displayName = "display_name"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        displayName = try FieldUpdate(container, .displayName)
+        bio = try FieldUpdate(container, .bio)
+    }
+}
+
+package enum FieldUpdate<Value: Decodable & Sendable>: Sendable {
+    case unchanged
+    case set(Value?)
+
+    package init<K: CodingKey>(_ container: KeyedDecodingContainer<K>, _ key: K) throws {
+        guard container.contains(key) else {
+            self = .unchanged
+            return
+        }
+        self = try container.decodeNil(forKey: key) ? .set(nil) : .set(container.decode(Value.self, forKey: key))
+    }
+}

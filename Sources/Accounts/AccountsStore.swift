@@ -1,0 +1,95 @@
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// SQL for users. Sessions live in `SessionStore`, throttle counts in `ThrottleStore`.
+package struct AccountsStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    enum CreateOutcome: Sendable {
+        case created(UserRecord)
+        case usernameTaken
+        case emailTaken
+    }
+
+    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at"
+
+    package typealias UserRow = (UUID, String, String, String?, String?, String, Date?, Date)
+
+    package static func record(_ row: UserRow) -> UserRecord {
+        UserRecord(id: row.0, email: row.1, username: row.2, displayName: row.3, bio: row.4,
+                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7)
+    }
+
+    /// Inserts the user on `connection` (the caller's transaction); a unique violation is an
+    /// outcome, not an error, so the caller can answer 409 naming the field.
+    func createUser(email: String, emailNormalized: String, username: String, displayName: String?,
+                    passwordHash: String, on connection: PostgresConnection) async throws -> CreateOutcome {
+        do {
+            let rows = try await connection.query("""
+                INSERT INTO users AS u (email, email_normalized, username, display_name, password_hash)
+                VALUES (\(email), \(emailNormalized), \(username), \(displayName), \(passwordHash))
+                RETURNING \(unescaped: Self.userColumns)
+                """, logger: logger)
+            for try await row in rows.decode(UserRow.self) { return .created(Self.record(row)) }
+            throw AppError.unavailable("user insert returned no row")
+        } catch let error as PSQLError where error.sqlState == "23505" {
+            let constraint = error.serverInfo?[.constraintName] ?? ""
+            return constraint.contains("username") ? .usernameTaken : .emailTaken
+        }
+    }
+
+    /// By email (case-insensitive) or username.
+    func findByLogin(_ login: String) async throws -> UserRecord? {
+        let normalized = login.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let rows = try await client.query("""
+            SELECT \(unescaped: Self.userColumns) FROM users u
+            WHERE u.email_normalized = \(normalized) OR lower(u.username) = \(normalized)
+            LIMIT 1
+            """, logger: logger)
+        for try await row in rows.decode(UserRow.self) { return Self.record(row) }
+        return nil
+    }
+
+    package func findByUsername(_ username: String) async throws -> UserRecord? {
+        let rows = try await client.query("""
+            SELECT \(unescaped: Self.userColumns) FROM users u WHERE lower(u.username) = \(username.lowercased())
+            """, logger: logger)
+        for try await row in rows.decode(UserRow.self) { return Self.record(row) }
+        return nil
+    }
+
+    func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>) async throws -> UserRecord? {
+        let (setName, nameValue) = Self.split(displayName)
+        let (setBio, bioValue) = Self.split(bio)
+        let rows = try await client.query("""
+            UPDATE users AS u SET
+                display_name = CASE WHEN \(setName) THEN \(nameValue) ELSE u.display_name END,
+                bio = CASE WHEN \(setBio) THEN \(bioValue) ELSE u.bio END,
+                updated_at = now()
+            WHERE u.id = \(userID)
+            RETURNING \(unescaped: Self.userColumns)
+            """, logger: logger)
+        for try await row in rows.decode(UserRow.self) { return Self.record(row) }
+        return nil
+    }
+
+    func updatePasswordHash(userID: UUID, hash: String, on connection: PostgresConnection? = nil) async throws {
+        let query: PostgresQuery = "UPDATE users SET password_hash = \(hash), updated_at = now() WHERE id = \(userID)"
+        try await client.query(query, on: connection, logger: logger)
+    }
+
+    private static func split(_ update: FieldUpdate<String>) -> (Bool, String?) {
+        switch update {
+        case .unchanged: (false, nil)
+        case .set(let value): (true, value)
+        }
+    }
+}

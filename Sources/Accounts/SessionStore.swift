@@ -1,0 +1,120 @@
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Opaque bearer tokens: 256 random bits shown to the client once; only their SHA-256 is
+/// stored, so a database leak yields no usable token.
+package struct SessionStore: Sendable {
+    package let client: PostgresClient
+    package let policy: SessionPolicy
+    package let logger: Logger
+
+    package let clock: any AppClock
+
+    package init(client: PostgresClient, policy: SessionPolicy, logger: Logger, clock: any AppClock = SystemClock()) {
+        self.client = client
+        self.policy = policy
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// Idle expiry is pushed forward at most once a minute, so reads stay reads.
+    static let touchInterval: Double = 60
+
+    package struct Issued: Sendable {
+        let token: String
+        let expiresAt: Date
+    }
+
+    static func newToken() -> String { "bw_" + SecureRandom.base64URL(SecureRandom.bytes(32)) }
+
+    static func tokenHash(_ token: String) -> ByteBuffer { ByteBuffer(bytes: Digest.sha256(token)) }
+
+    package func create(userID: UUID, on connection: PostgresConnection) async throws -> Issued {
+        let token = Self.newToken()
+        let now = clock.now()
+        let rows = try await connection.query("""
+            INSERT INTO sessions (user_id, token_hash, created_at, last_used_at, idle_expires_at, absolute_expires_at)
+            VALUES (\(userID), \(Self.tokenHash(token)), \(now), \(now),
+                    \(now) + make_interval(secs => \(policy.idleTimeout)),
+                    \(now) + make_interval(secs => \(policy.absoluteTimeout)))
+            RETURNING LEAST(idle_expires_at, absolute_expires_at)
+            """, logger: logger)
+        for try await expiresAt in rows.decode(Date.self) { return Issued(token: token, expiresAt: expiresAt) }
+        throw AppError.unavailable("session insert returned no row")
+    }
+
+    package func create(userID: UUID) async throws -> Issued {
+        try await client.withConnection { try await create(userID: userID, on: $0) }
+    }
+
+    /// The live session for `token` with its user, or nil when unknown, revoked or expired.
+    func authenticate(token: String) async throws -> AuthenticatedSession? {
+        guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
+        let lookup = SessionLookupSQL(tokenHash: Self.tokenHash(token), now: clock.now(), idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
+        for try await row in try await client.execute(lookup, logger: logger) {
+            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8))
+            return AuthenticatedSession(sessionID: row.0, user: user)
+        }
+        return nil
+    }
+
+    func revoke(sessionID: UUID) async throws {
+        try await client.query("UPDATE sessions SET revoked_at = \(clock.now()) WHERE id = \(sessionID) AND revoked_at IS NULL",
+                               logger: logger)
+    }
+
+    /// Revokes every session of the user, but `keeping` if given.
+    func revokeAll(userID: UUID, keeping: UUID? = nil, on connection: PostgresConnection? = nil) async throws {
+        let query: PostgresQuery = """
+            UPDATE sessions SET revoked_at = \(clock.now())
+            WHERE user_id = \(userID) AND revoked_at IS NULL AND id IS DISTINCT FROM \(keeping)
+            """
+        try await client.query(query, on: connection, logger: logger)
+    }
+
+    /// Housekeeping: drop sessions that can no longer be used.
+    package func deleteExpired() async throws {
+        let now = clock.now()
+        try await client.query("""
+            DELETE FROM sessions
+            WHERE absolute_expires_at < \(now) OR idle_expires_at < \(now) OR revoked_at < \(now) - interval '1 day'
+            """, logger: logger)
+    }
+}
+
+/// The session and user behind a token, pushing idle expiry forward at most once a
+/// `touchInterval`. Every signed-in request runs it, so it is prepared (see `PreparedSQL`).
+struct SessionLookupSQL: PostgresPreparedStatement {
+    static let sql = """
+        WITH live AS (
+            SELECT s.id, s.user_id, s.last_used_at FROM sessions s
+            WHERE s.token_hash = $1 AND s.revoked_at IS NULL
+              AND s.idle_expires_at > $4 AND s.absolute_expires_at > $4
+        ), touched AS (
+            UPDATE sessions t SET last_used_at = $4,
+                idle_expires_at = LEAST($4 + make_interval(secs => $2), t.absolute_expires_at)
+            FROM live WHERE t.id = live.id AND live.last_used_at < $4 - make_interval(secs => $3)
+        )
+        SELECT live.id, \(AccountsStore.userColumns)
+        FROM live JOIN users u ON u.id = live.user_id
+        """
+    typealias Row = (UUID, UUID, String, String, String?, String?, String, Date?, Date)
+
+    let tokenHash: ByteBuffer
+    let now: Date
+    let idleTimeout: Double
+    let touchInterval: Double
+
+    func makeBindings() -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(tokenHash)
+        bindings.append(idleTimeout)
+        bindings.append(touchInterval)
+        bindings.append(now)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}

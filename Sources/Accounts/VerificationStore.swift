@@ -1,0 +1,107 @@
+import BookwormCore
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// SQL for the secrets mail carries: email codes and password-reset tokens, stored hashed.
+package struct VerificationStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    static let codeLifetime: TimeInterval = 30 * 60
+    static let codeAttempts = 5
+    static let resetLifetime: TimeInterval = 3600
+
+    /// Bound to the user, so a code's hash says nothing outside its own row.
+    static func codeHash(userID: UUID, code: String) -> ByteBuffer {
+        ByteBuffer(bytes: Digest.sha256("\(userID.apiString):\(code)"))
+    }
+
+    /// A uniformly random 6-digit code (rejection sampling, no modulo bias).
+    static func newCode() -> String {
+        while true {
+            let bytes = SecureRandom.bytes(4)
+            let value = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            if value < 4_294_000_000 { return String(format: "%06u", value % 1_000_000) }
+        }
+    }
+
+    /// Replaces any earlier code: only the newest one works.
+    func issueCode(userID: UUID, on connection: PostgresConnection) async throws -> String {
+        let code = Self.newCode()
+        try await connection.query("""
+            INSERT INTO email_verifications (user_id, code_hash, attempts, expires_at)
+            VALUES (\(userID), \(Self.codeHash(userID: userID, code: code)), 0,
+                    clock_timestamp() + make_interval(secs => \(Self.codeLifetime)))
+            ON CONFLICT (user_id) DO UPDATE
+            SET code_hash = EXCLUDED.code_hash, attempts = 0, expires_at = EXCLUDED.expires_at, created_at = clock_timestamp()
+            """, logger: logger)
+        return code
+    }
+
+    enum CodeCheck: Equatable { case verified, wrong(remaining: Int), expired }
+
+    /// Under a row lock, so parallel guesses cannot exceed the attempt limit.
+    func checkCode(userID: UUID, code: String) async throws -> CodeCheck {
+        try await client.transaction(logger: logger) { connection in
+            let rows = try await connection.query("""
+                SELECT code_hash, attempts, expires_at > clock_timestamp() FROM email_verifications
+                WHERE user_id = \(userID) FOR UPDATE
+                """, logger: logger)
+            var found: (ByteBuffer, Int, Bool)?
+            for try await row in rows.decode((ByteBuffer, Int, Bool).self) { found = row }
+            guard let (hash, attempts, live) = found, live, attempts < Self.codeAttempts else { return .expired }
+            guard Digest.constantTimeEqual(Array(buffer: hash), Array(buffer: Self.codeHash(userID: userID, code: code))) else {
+                try await connection.query("UPDATE email_verifications SET attempts = attempts + 1 WHERE user_id = \(userID)",
+                                           logger: logger)
+                return .wrong(remaining: Self.codeAttempts - attempts - 1)
+            }
+            try await connection.query("DELETE FROM email_verifications WHERE user_id = \(userID)", logger: logger)
+            try await connection.query("""
+                UPDATE users SET email_verified_at = coalesce(email_verified_at, clock_timestamp()), updated_at = clock_timestamp()
+                WHERE id = \(userID)
+                """, logger: logger)
+            return .verified
+        }
+    }
+
+    /// A fresh single-use token; earlier unused ones stay valid until they expire.
+    func issueResetToken(userID: UUID, on connection: PostgresConnection) async throws -> String {
+        let token = "rst_" + SecureRandom.base64URL(SecureRandom.bytes(32))
+        try await connection.query("""
+            INSERT INTO password_resets (token_hash, user_id, expires_at)
+            VALUES (\(ByteBuffer(bytes: Digest.sha256(token))), \(userID), clock_timestamp() + make_interval(secs => \(Self.resetLifetime)))
+            """, logger: logger)
+        return token
+    }
+
+    /// Marks the token used and returns its user, when it is known, unused and unexpired.
+    func consumeResetToken(_ token: String, on connection: PostgresConnection) async throws -> UUID? {
+        let rows = try await connection.query("""
+            UPDATE password_resets SET used_at = clock_timestamp()
+            WHERE token_hash = \(ByteBuffer(bytes: Digest.sha256(token))) AND used_at IS NULL AND expires_at > clock_timestamp()
+            RETURNING user_id
+            """, logger: logger)
+        for try await userID in rows.decode(UUID.self) { return userID }
+        return nil
+    }
+
+    /// After a reset every other outstanding link is void too.
+    func voidResetTokens(userID: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            UPDATE password_resets SET used_at = clock_timestamp() WHERE user_id = \(userID) AND used_at IS NULL
+            """, logger: logger)
+    }
+
+    func markEmailVerified(userID: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            UPDATE users SET email_verified_at = coalesce(email_verified_at, clock_timestamp()) WHERE id = \(userID)
+            """, logger: logger)
+    }
+}

@@ -1,0 +1,133 @@
+import Accounts
+import BookwormCore
+import Catalog
+import Discovery
+import Exchange
+import Foundation
+import Hummingbird
+import Logging
+import Mail
+import Places
+import PostgresNIO
+import ServiceLifecycle
+
+package typealias BookwormApplication = Application<RouterResponder<AppRequestContext>>
+
+/// Assembles the whole service: database (embedded or `DATABASE_URL`), migrations policy,
+/// stores, routes, middleware and background services. Used by `bookworm serve` and the tests.
+package func buildApplication(config: Config) async throws -> BookwormApplication {
+    let logger = {
+        var logger = Logger(label: "bookworm")
+        logger.logLevel = Logger.Level(rawValue: config.logLevel) ?? .info
+        return logger
+    }()
+
+    var services: [any Service] = []
+    let settings: DatabaseSettings
+    var embedded: EmbeddedPostgres?
+    if let url = config.databaseURL {
+        settings = try DatabaseSettings(url: url)
+    } else {
+        let cluster = EmbeddedPostgres(dataDirectory: config.dataDirectory, logger: logger)
+        settings = try await cluster.start(database: "bookworm")
+        logger.notice("using embedded PostgreSQL", metadata: ["path": .string(cluster.clusterDirectory)])
+        // First in the list, so the service group stops it last.
+        services.append(cluster)
+        embedded = cluster
+    }
+    logger.info("database", metadata: ["target": .stringConvertible(settings)])
+    let migrator = try Migrator.bundled()
+    do {
+        // Before any service exists: workers and housekeeping must never see an unmigrated schema.
+        try await prepareSchema(migrator, settings: settings, migrate: config.migrateOnStart || embedded != nil, logger: logger)
+    } catch {
+        embedded?.stop()
+        throw error
+    }
+
+    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize),
+                                backgroundLogger: logger)
+    let hasher = try PasswordHasher(settings: config.hashing)
+    let parts = try makeRouter(config: config, client: client, hasher: hasher, migrator: migrator, logger: logger)
+    parts.router.addMethodNotAllowedResponders()
+    services += [client, hasher] + parts.services
+    if config.runWorker {
+        logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
+        services.append(OutboxWorker(client: client, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+                                     policy: config.mail.outbox, logger: logger, clock: config.clock))
+    }
+
+    var app = Application(
+        router: parts.router,
+        configuration: .init(address: .hostname(config.host, port: config.port), serverName: "bookworm"),
+        services: services,
+        logger: logger
+    )
+    app.beforeServerStarts {
+        logger.notice("serving", metadata: ["address": .string("http://\(config.host):\(config.port)")])
+    }
+    return app
+}
+
+/// Applies pending migrations when asked to (always on the embedded cluster), then refuses to
+/// go on while any is pending, on a short-lived client of its own.
+func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bool, logger: Logger) async throws {
+    try await settings.makeClient(poolSize: 1, logger: logger).whileRunning { client in
+        if migrate {
+            try await migrator.up(client: client, logger: logger)
+        }
+        let pending = try await migrator.pending(client: client, logger: logger)
+        guard pending.isEmpty else {
+            throw MigrationError.pending(pending.map { String(format: "%04d_%@", $0.version, $0.name) })
+        }
+    }
+}
+
+/// The router with every route and middleware, and the background services the routes rely
+/// on. Split from `buildApplication` so tests can list the routes (the OpenAPI check).
+func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
+    throws -> (router: Router<AppRequestContext>, services: [any Service])
+{
+    let sessions = SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock)
+    let throttles = ThrottleStore(client: client, logger: logger, clock: config.clock)
+    let users = AccountsStore(client: client, logger: logger)
+    let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
+    let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
+    let accountMail = AccountMail(
+        client: client, users: users, sessions: sessions, verifications: VerificationStore(client: client, logger: logger),
+        outbox: outbox, templates: templates, throttles: throttles, hasher: hasher, logger: logger)
+    let accounts = AccountsService(
+        client: client, users: users, sessions: sessions, throttles: throttles, hasher: hasher, mail: accountMail,
+        policy: config.throttles, logger: logger)
+    let blocks = BlocksStore(client: client, logger: logger)
+
+    let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
+    router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
+    router.add(middleware: AccessLogMiddleware(logger: logger))
+    router.add(middleware: ProblemMiddleware())
+    SystemRoutes(client: client, migrator: migrator, logger: logger,
+                 openAPIDocument: try BundledResources.openAPIDocument()).addRoutes(to: router)
+    let v1 = router.group("v1")
+    let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
+    let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
+    let copies = CopiesService(client: client, logger: logger)
+    AccountsRoutes(service: accounts, availableCopies: { try await copies.availableCount(ownerID: $0) })
+        .addRoutes(public: v1, authenticated: authenticated)
+    AccountMailRoutes(mail: accountMail).addRoutes(public: v1, authenticated: authenticated)
+    BlocksRoutes(blocks: blocks, users: users).addRoutes(authenticated: authenticated)
+    ContactRoutes(service: ContactService(client: client, outbox: outbox, throttles: throttles, templates: templates,
+                                          policy: config.contact, logger: logger))
+        .addRoutes(authenticated: authenticated)
+    BooksRoutes(books: BooksStore(client: client, logger: logger)).addRoutes(public: v1, authenticated: authenticated)
+    CopiesRoutes(service: copies, users: users)
+        .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
+    PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    NearbyRoutes(nearby: NearbyStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    PostsRoutes(service: PostsService(client: client, throttles: throttles, policy: config.feed, logger: logger))
+        .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
+    let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
+                                    failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
+                                    clock: config.clock)
+    return (router, [housekeeping])
+}

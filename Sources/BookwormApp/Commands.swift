@@ -1,0 +1,50 @@
+import BookwormCore
+import Foundation
+import Logging
+import Mail
+import PostgresNIO
+import ServiceLifecycle
+
+package enum OutboxAction: Sendable {
+    case stats
+    case list(status: String?, limit: Int)
+    case retry(UUID)
+    case discard(UUID)
+}
+
+/// `bookworm outbox stats|list|retry|discard`: the operator's view of the mail queue, as
+/// readable tables. Addresses are shown masked; bodies (codes, reset links) never.
+package func runOutboxCommand(_ action: OutboxAction, config: Config, logger: Logger) async throws -> String {
+    try await withCommandDatabase(config: config, logger: logger) { client in
+        let admin = OutboxAdmin(client: client, logger: logger)
+        switch action {
+        case .stats: return try await admin.stats()
+        case .list(let status, let limit): return try await admin.list(status: status, limit: limit)
+        case .retry(let id): return try await admin.retry(id)
+        case .discard(let id): return try await admin.discard(id)
+        }
+    }
+}
+
+/// `bookworm worker`: the outbox worker alone (several may run, in as many processes).
+package func runWorkerCommand(config: Config, logger: Logger) async throws {
+    var services: [any Service] = []
+    let settings: DatabaseSettings
+    if let url = config.databaseURL {
+        settings = try DatabaseSettings(url: url)
+    } else {
+        let embedded = EmbeddedPostgres(dataDirectory: config.dataDirectory, logger: logger)
+        settings = try await embedded.start(database: "bookworm")
+        services.append(embedded)
+    }
+    // As `serve` does: the embedded cluster is migrated, a configured database must already be.
+    try await prepareSchema(try Migrator.bundled(), settings: settings, migrate: config.databaseURL == nil, logger: logger)
+    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: 4), backgroundLogger: logger)
+    logger.notice("outbox worker", metadata: ["transport": .string(config.mail.transportDescription)])
+    let worker = OutboxWorker(client: client, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+                              policy: config.mail.outbox, logger: logger, clock: config.clock)
+    let group = ServiceGroup(configuration: .init(services: services + [client, worker], gracefulShutdownSignals: [.sigterm, .sigint],
+                                                  logger: logger))
+    try await group.run()
+}
+

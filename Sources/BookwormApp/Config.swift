@@ -1,0 +1,107 @@
+import Accounts
+import BookwormCore
+import Discovery
+import Exchange
+import Foundation
+import Mail
+
+/// Everything the service reads from its environment (12-factor). Every variable is listed in
+/// the README; `description` never includes a secret.
+package struct Config: Sendable {
+    package var host: String
+    package var port: Int
+    /// `nil` means: start the embedded PostgreSQL cluster under `dataDirectory`.
+    package var databaseURL: String?
+    package var dataDirectory: String
+    package var databasePoolSize: Int
+    package var hashing: PasswordHasher.Settings
+    package var sessions: SessionPolicy
+    package var throttles: ThrottlePolicy
+    package var feed: FeedPolicy
+    package var mail: MailSettings
+    package var contact: ContactPolicy
+    /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
+    package var runWorker = true
+    package var maxBodyBytes: Int
+    /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
+    package var trustForwardedFor: Bool
+    package var logLevel: String
+    /// Apply pending migrations before serving (`serve --migrate`; always for the embedded default).
+    package var migrateOnStart: Bool = false
+    /// What every expiry, window, lease and pause is measured on; tests put a manual clock here.
+    package var clock: any AppClock = SystemClock()
+
+    package init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        databaseURL: String? = nil,
+        dataDirectory: String = ".bookworm",
+        databasePoolSize: Int = 20,
+        hashing: PasswordHasher.Settings = .init(),
+        sessions: SessionPolicy = .init(),
+        throttles: ThrottlePolicy = .init(),
+        feed: FeedPolicy = .init(),
+        mail: MailSettings = .init(),
+        contact: ContactPolicy = .init(),
+        maxBodyBytes: Int = 1 << 20,
+        trustForwardedFor: Bool = false,
+        logLevel: String = "info"
+    ) {
+        self.host = host
+        self.port = port
+        self.databaseURL = databaseURL
+        self.dataDirectory = dataDirectory
+        self.databasePoolSize = databasePoolSize
+        self.hashing = hashing
+        self.sessions = sessions
+        self.throttles = throttles
+        self.feed = feed
+        self.mail = mail
+        self.contact = contact
+        self.maxBodyBytes = maxBodyBytes
+        self.trustForwardedFor = trustForwardedFor
+        self.logLevel = logLevel
+    }
+
+    /// Reads the process environment; a malformed value is an error naming the variable.
+    package static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Config {
+        let reader = EnvironmentReader(env: env)
+        let defaults = Config()
+        var config = Config()
+        config.host = reader.string("BOOKWORM_HOST") ?? defaults.host
+        config.port = try reader.int("BOOKWORM_PORT", range: 0...65535) ?? defaults.port
+        config.databaseURL = reader.string("DATABASE_URL")
+        config.dataDirectory = reader.string("BOOKWORM_DATA_DIR") ?? defaults.dataDirectory
+        config.databasePoolSize = try reader.int("BOOKWORM_DB_POOL_SIZE", range: 1...1000) ?? defaults.databasePoolSize
+        config.hashing = try PasswordHasher.Settings(
+            memoryLimitBytes: reader.int("BOOKWORM_ARGON2_MEMORY_KIB", range: 8...4_194_304).map { $0 * 1024 }
+                ?? defaults.hashing.memoryLimitBytes,
+            operationsLimit: reader.int("BOOKWORM_ARGON2_ITERATIONS", range: 1...100) ?? defaults.hashing.operationsLimit,
+            concurrency: reader.int("BOOKWORM_HASH_CONCURRENCY", range: 1...256) ?? defaults.hashing.concurrency,
+            queueLimit: reader.int("BOOKWORM_HASH_QUEUE", range: 0...100_000) ?? defaults.hashing.queueLimit
+        )
+        config.sessions = try SessionPolicy(
+            idleTimeout: reader.int("BOOKWORM_SESSION_IDLE_DAYS", range: 1...3650).map { Double($0) * 86400 }
+                ?? defaults.sessions.idleTimeout,
+            absoluteTimeout: reader.int("BOOKWORM_SESSION_MAX_DAYS", range: 1...3650).map { Double($0) * 86400 }
+                ?? defaults.sessions.absoluteTimeout
+        )
+        config.throttles = try ThrottlePolicy(
+            loginFailures: reader.int("BOOKWORM_LOGIN_MAX_FAILURES", range: 1...10_000) ?? defaults.throttles.loginFailures,
+            loginWindow: reader.int("BOOKWORM_LOGIN_WINDOW_SECONDS", range: 1...86_400).map(Double.init)
+                ?? defaults.throttles.loginWindow,
+            registrations: reader.int("BOOKWORM_REGISTER_MAX_PER_HOUR", range: 1...100_000) ?? defaults.throttles.registrations,
+            registrationWindow: defaults.throttles.registrationWindow
+        )
+        config.feed.postsPerHour = try reader.int("BOOKWORM_POSTS_PER_HOUR", range: 1...100_000) ?? defaults.feed.postsPerHour
+        config.mail = try MailSettings.fromEnvironment(reader, defaults: defaults.mail)
+        config.contact.perHour = try reader.int("BOOKWORM_CONTACT_PER_HOUR", range: 1...100_000) ?? defaults.contact.perHour
+        config.contact.perRecipientPerDay = try reader.int("BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY", range: 1...1000)
+            ?? defaults.contact.perRecipientPerDay
+        config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
+        config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
+        config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
+        return config
+    }
+}
+

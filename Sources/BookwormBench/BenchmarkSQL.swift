@@ -1,0 +1,90 @@
+import BookwormCore
+import Catalog
+import Discovery
+import Foundation
+import Mail
+import Places
+
+// The server's own statements written out with literal parameters, for pgbench: what the
+// benchmarks compare the HTTP service with. Nothing here ships in the server.
+
+extension SQLValue {
+    var literal: String {
+        switch self {
+        case .text(let value): value.map(Self.quote) ?? "NULL"
+        case .textArray(let value): value.map { "ARRAY[" + $0.map(Self.quote).joined(separator: ",") + "]::text[]" } ?? "NULL"
+        case .int(let value): value.map(String.init) ?? "NULL"
+        // Shortest round-tripping text, so pgbench sees the very value the server binds.
+        case .double(let value): value.map { "\($0)::float8" } ?? "NULL"
+        case .uuid(let value): value.map { "'\($0.apiString)'::uuid" } ?? "NULL"
+        case .bool(let value): value ? "true" : "false"
+        }
+    }
+
+    private static func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+}
+
+extension SQLStatement {
+    /// The same statement with every placeholder replaced by its literal, highest first so
+    /// `$1` never clobbers `$10`.
+    var literalSQL: String {
+        var text = sql
+        for (index, value) in values.enumerated().reversed() {
+            text = text.replacingOccurrences(of: "$\(index + 1)", with: value.literal)
+        }
+        return text
+    }
+}
+
+/// What the catalog benchmark needs to compare the service with pgbench on the same SQL.
+enum CatalogBenchmarkSQL {
+    /// The library search the server runs for `GET /v1/copies?q=<query>&limit=<limit>`, with
+    /// its parameters written in as literals.
+    static func librarySearch(query: String, limit: Int) -> String {
+        var filter = CopyFilter()
+        filter.words = CatalogValidation.searchWords(query)
+        return CopiesStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+    }
+}
+
+/// What the feed benchmark needs to compare the service with pgbench on the same SQL.
+enum FeedBenchmarkSQL {
+    /// The statement behind `GET /v1/posts?limit=<limit>` (first page), parameters as literals.
+    static func globalFeed(limit: Int) -> String {
+        PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: nil).literalSQL
+    }
+}
+
+extension FeedBenchmarkSQL {
+    /// The global feed page after `cursor` (what `?cursor=` runs), parameters as literals.
+    static func globalFeed(limit: Int, afterMicros micros: Int64, id: UUID) -> String {
+        PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: Cursor(micros: micros, id: id)).literalSQL
+    }
+
+    /// The same page by `OFFSET`, for comparison: what a cursor-less API would run.
+    static func globalFeedByOffset(limit: Int, offset: Int) -> String {
+        PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: nil).literalSQL + " OFFSET \(offset)"
+    }
+
+    /// The nearby feed's first page around a point.
+    static func nearbyFeed(latitude: Double, longitude: Double, radiusKm: Double, limit: Int) -> String {
+        var filter = FeedFilter()
+        filter.near = NearbyArea(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm)
+        return PostsStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+    }
+
+    /// The keyset position a `next_cursor` stands for.
+    static func decodeCursor(_ text: String) throws -> (micros: Int64, id: UUID) {
+        let cursor = try Cursor(encoded: text)
+        return (cursor.micros, cursor.id)
+    }
+}
+
+/// Accepts everything and does nothing: for measuring the outbox itself.
+struct DiscardingTransport: MailTransport, MailSession {
+    init() {}
+    func openSession() async throws -> any MailSession { self }
+    func send(_ message: OutgoingMessage) async -> DeliveryOutcome { .sent }
+    func close() async {}
+}
+

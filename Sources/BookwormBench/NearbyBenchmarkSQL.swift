@@ -1,0 +1,114 @@
+import Discovery
+import Foundation
+import Logging
+import Places
+import PostgresNIO
+
+/// What the nearby benchmark needs to run the server's own SQL beside PostGIS and a full scan.
+enum NearbyBenchmarkSQL {
+    /// The first round of the statement behind `GET /v1/nearby/copies` (the 16 nearest pins,
+    /// a page of `limit`), parameters as literals, for pgbench.
+    static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        NearbyStore.copiesStatement(query(latitude, longitude, radiusKm, caller), after: nil, limit: limit,
+                                    pinLimit: NearbyStore.firstPinLimit).literalSQL
+    }
+
+    /// The first page exactly as the server gets it (`NearbyStore.copies`: prepared statement,
+    /// rounds of nearest pins): copy ids and `distance_km`, nearest first.
+    static func projectPage(client: PostgresClient, latitude: Double, longitude: Double, radiusKm: Double, limit: Int,
+                                   caller: UUID) async throws -> [(UUID, Double)] {
+        let store = NearbyStore(client: client, logger: Logger(label: "bench"))
+        return try await store.copies(query(latitude, longitude, radiusKm, caller), after: nil, limit: limit)
+            .map { ($0.copy.id, $0.distanceKm) }
+    }
+
+    private static func query(_ latitude: Double, _ longitude: Double, _ radiusKm: Double, _ caller: UUID) -> NearbyQuery {
+        NearbyQuery(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm,
+                    words: nil, isbn13: nil, callerID: caller)
+    }
+
+    /// The reference for "how much does the index save", taken literally: no index, the exact
+    /// haversine of every available copy's public point (its pin's, or its owner's default
+    /// pin's), filtered by radius and sorted, one page of details joined.
+    static func fullScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        let distance = "bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, placed.lat, placed.lon)"
+        return """
+            WITH placed AS (
+                SELECT c.id AS copy_id, coalesce(p.public_latitude, d.public_latitude) AS lat,
+                       coalesce(p.public_longitude, d.public_longitude) AS lon
+                FROM copies c
+                LEFT JOIN pins p ON p.id = c.pin_id
+                LEFT JOIN pins d ON c.pin_id IS NULL AND d.owner_id = c.owner_id AND d.is_default
+                WHERE c.status = 'available' AND c.owner_id <> '\(caller.apiString)'
+            ), page AS (
+                SELECT placed.copy_id, \(distance) AS distance FROM placed
+                WHERE \(distance) <= \(radiusKm)::float8
+                ORDER BY distance, placed.copy_id
+                LIMIT \(limit)
+            )
+            """ + pageDetails
+    }
+
+    /// A stronger reference than a full scan of copies: the exact haversine of every pin only
+    /// (about 150,000, not 1,000,000), sorted, each pin's copies fetched by index as the sort
+    /// goes; the query this project ran before its nearest-neighbour index.
+    static func pinScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        "WITH " + pageOfCopies(near: """
+            SELECT p.id, p.owner_id, p.is_default,
+                   bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) AS distance
+            FROM pins p
+            WHERE bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) <= \(radiusKm)::float8
+              AND p.owner_id <> '\(caller.apiString)'
+            ORDER BY distance
+            """, limit: limit)
+    }
+
+    /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.
+    static func postGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        """
+        WITH origin AS (SELECT ST_SetSRID(ST_MakePoint(\(longitude), \(latitude)), 4326)::geography AS geog),
+        """ + pageOfCopies(near: """
+            SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
+            FROM bench_pin_geog g, origin
+            WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
+            ORDER BY g.geog <-> origin.geog
+            """, limit: limit)
+    }
+
+    /// What both references share: `near` (id, owner_id, is_default, distance, nearest first),
+    /// each pin's available copies as the sort goes, one page of (copy id, distance).
+    private static func pageOfCopies(near: String, limit: Int) -> String {
+        """
+        page AS (
+            SELECT placed.copy_id, near.distance
+            FROM (\(near)) near
+            CROSS JOIN LATERAL (
+                SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
+                UNION ALL
+                SELECT c.id FROM copies c
+                WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+            ) placed
+            ORDER BY near.distance, placed.copy_id
+            LIMIT \(limit)
+        )
+        """ + pageDetails
+    }
+
+    /// Every reference ends like the server's query: the page's copies joined to their books and owners.
+    private static let pageDetails = """
+
+        SELECT c.id, page.distance FROM page
+            JOIN copies c ON c.id = page.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
+        ORDER BY page.distance, c.id
+        """
+
+    /// A geography copy of the pins' public points for PostGIS, with its GiST index.
+    package static let postGISSetup = """
+        CREATE EXTENSION IF NOT EXISTS postgis;
+        DROP TABLE IF EXISTS bench_pin_geog;
+        CREATE TABLE bench_pin_geog AS
+            SELECT id, owner_id, is_default, ST_SetSRID(ST_MakePoint(public_longitude, public_latitude), 4326)::geography AS geog FROM pins;
+        CREATE INDEX bench_pin_geog_idx ON bench_pin_geog USING gist (geog);
+        ANALYZE bench_pin_geog;
+        """
+}

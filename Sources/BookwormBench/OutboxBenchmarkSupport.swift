@@ -1,0 +1,44 @@
+import BookwormCore
+import Foundation
+import Mail
+import Logging
+import Mail
+import PostgresNIO
+
+/// What the outbox benchmark needs from the library: queueing many real messages quickly and
+/// watching the queue drain.
+enum OutboxBenchmarkSupport {
+    /// `count` rendered messages to `recipient`, in batches of 5,000 rows per statement.
+    static func enqueue(count: Int, recipient: String, client: PostgresClient, logger: Logger) async throws {
+        let templates = MailTemplates(from: "Bookworm <bench@bookworm.localhost>", publicBaseURL: "http://127.0.0.1:8080")
+        let outbox = OutboxStore(client: client, logger: logger)
+        for start in stride(from: 0, to: count, by: 5000) {
+            let messages = (start..<min(count, start + 5000)).map { index in
+                templates.contact(to: recipient, recipient: "reader", sender: "bench_\(index)", senderEmail: nil,
+                                  bookTitle: "Benchmark Book \(index)", text: "Message \(index): is the copy still available?")
+            }
+            try await client.transaction(logger: logger) { connection in
+                _ = try await outbox.enqueue(messages, kind: .contact, on: connection)
+            }
+        }
+    }
+
+    /// Messages not yet sent or failed.
+    static func pending(client: PostgresClient, logger: Logger) async throws -> Int {
+        for try await count in try await client.query("SELECT count(*)::int8 FROM outbox_messages WHERE status = 'queued'", logger: logger)
+            .decode(Int.self) { return count }
+        return 0
+    }
+
+    static func sentCount(client: PostgresClient, logger: Logger) async throws -> Int {
+        for try await count in try await client.query("SELECT count(*)::int8 FROM outbox_messages WHERE status = 'sent'", logger: logger)
+            .decode(Int.self) { return count }
+        return 0
+    }
+
+    /// Empties the queue between phases.
+    static func clear(client: PostgresClient, logger: Logger) async throws {
+        try await client.query("DELETE FROM contact_requests", logger: logger)
+        try await client.query("DELETE FROM outbox_messages", logger: logger)
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Where the database is: a `postgres://` URL from `DATABASE_URL`, or the embedded cluster's
+/// socket. The password is kept out of `description` so it never reaches a log.
+package struct DatabaseSettings: Sendable, CustomStringConvertible {
+    package enum Endpoint: Sendable {
+        case tcp(host: String, port: Int)
+        case socket(path: String)
+    }
+
+    package var endpoint: Endpoint
+    package var username: String
+    package var password: String?
+    package var database: String
+    package var requireTLS: Bool
+
+    package init(endpoint: Endpoint, username: String, password: String?, database: String, requireTLS: Bool = false) {
+        self.endpoint = endpoint
+        self.username = username
+        self.password = password
+        self.database = database
+        self.requireTLS = requireTLS
+    }
+
+    /// `postgres://user:pass@host:port/db?sslmode=require`, or libpq's socket form
+    /// `postgres://user@/db?host=/run/postgresql`.
+    package init(url text: String) throws {
+        guard let components = URLComponents(string: text),
+              let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme) else {
+            throw ConfigError(variable: "DATABASE_URL", message: "expected postgres://user:password@host:port/database")
+        }
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty else {
+            throw ConfigError(variable: "DATABASE_URL", message: "the URL names no database")
+        }
+        if let socketDir = query["host"], socketDir.hasPrefix("/") {
+            let port = components.port ?? 5432
+            endpoint = .socket(path: "\(socketDir)/.s.PGSQL.\(port)")
+        } else {
+            guard let host = components.host, !host.isEmpty else {
+                throw ConfigError(variable: "DATABASE_URL", message: "the URL names no host")
+            }
+            endpoint = .tcp(host: host, port: components.port ?? 5432)
+        }
+        username = components.user?.removingPercentEncoding ?? "postgres"
+        password = components.password?.removingPercentEncoding
+        self.database = database.removingPercentEncoding ?? database
+        let sslmode = query["sslmode"] ?? "prefer"
+        requireTLS = ["require", "verify-ca", "verify-full"].contains(sslmode)
+    }
+
+    package func withDatabase(_ name: String) -> DatabaseSettings {
+        var copy = self
+        copy.database = name
+        return copy
+    }
+
+    /// The URL form, password included: for handing to a child configuration, never for logs.
+    package var connectionURL: String {
+        let user = username.addingPercentEncoding(withAllowedCharacters: .urlUserAllowed) ?? username
+        let secret = password.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .urlPasswordAllowed) }.map { ":\($0)" } ?? ""
+        switch endpoint {
+        case .tcp(let host, let port):
+            return "postgres://\(user)\(secret)@\(host):\(port)/\(database)" + (requireTLS ? "?sslmode=require" : "")
+        case .socket(let path):
+            let directory = (path as NSString).deletingLastPathComponent
+            let port = path.split(separator: ".").last.flatMap { Int($0) } ?? 5432
+            return "postgres://\(user)\(secret)@localhost:\(port)/\(database)?host=\(directory)"
+        }
+    }
+
+    package var description: String {
+        switch endpoint {
+        case .tcp(let host, let port): "postgres://\(username)@\(host):\(port)/\(database)"
+        case .socket(let path): "postgres://\(username)@/\(database)?socket=\(path)"
+        }
+    }
+
+    package func clientConfiguration(poolSize: Int) -> PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
+        switch endpoint {
+        case .tcp(let host, let port):
+            let tls: PostgresClient.Configuration.TLS
+            if requireTLS {
+                tls = .require(.makeClientConfiguration())
+            } else if !Self.isLoopback(host) {
+                tls = .prefer(.makeClientConfiguration())
+            } else {
+                tls = .disable
+            }
+            configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        case .socket(let path):
+            configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
+        }
+        configuration.options.maximumConnections = poolSize
+        configuration.options.minimumConnections = 0
+        return configuration
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    /// A client for short admin work (migrations, creating databases) outside the app's pool.
+    package func makeClient(poolSize: Int = 4, logger: Logger) -> PostgresClient {
+        PostgresClient(configuration: clientConfiguration(poolSize: poolSize), backgroundLogger: logger)
+    }
+}
+
+extension PostgresClient {
+    /// Runs `body` with a running client, then shuts it down: for CLI commands and tests.
+    package func whileRunning<T: Sendable>(_ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.run() }
+            do {
+                let result = try await body(self)
+                group.cancelAll()
+                return result
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+
+    /// On `connection` when the caller is inside its own transaction, else on a pooled one.
+    @discardableResult
+    package func query(_ query: PostgresQuery, on connection: PostgresConnection?, logger: Logger) async throws -> PostgresRowSequence {
+        if let connection { return try await connection.query(query, logger: logger) }
+        return try await self.query(query, logger: logger)
+    }
+
+    /// `withTransaction` that lets the closure's own error through unwrapped, so an `AppError`
+    /// thrown inside a transaction still reaches the client as itself.
+    package func transaction<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError { throw inner }
+            throw error
+        }
+    }
+}
+
+extension PSQLError {
+    /// The server's own message (the default description hides it on purpose).
+    var serverMessage: String {
+        if let message = serverInfo?[.message] {
+            let detail = serverInfo?[.detail].map { " (\($0))" } ?? ""
+            return message + detail
+        }
+        return String(reflecting: self)
+    }
+
+    package var sqlState: String? { serverInfo?[.sqlState] }
+}

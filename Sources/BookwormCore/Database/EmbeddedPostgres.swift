@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// A private PostgreSQL cluster under `$BOOKWORM_DATA_DIR/postgres`, for a user with no
+/// database of their own. It listens only on a Unix socket inside its own 0700 folder, so no
+/// other local user can reach it; PostgreSQL refuses to run as root, so as root it runs as the
+/// `postgres` system user.
+package final class EmbeddedPostgres: Service, @unchecked Sendable {
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
+    }
+
+    package let clusterDirectory: String
+    package let logger: Logger
+    /// Trade durability for speed: for the throwaway test cluster only.
+    let fastAndLoose: Bool
+    /// Extra `postgres` command-line settings for this start (pg_ctl `-o`), e.g. a preloaded library.
+    let serverOptions: String?
+    private let lock = NSLock()
+    private var startedByUs = false
+
+    package static let superuser = "bookworm"
+
+    package init(dataDirectory: String, logger: Logger, fastAndLoose: Bool = false, serverOptions: String? = nil) {
+        let base = URL(fileURLWithPath: dataDirectory, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        self.clusterDirectory = base.appendingPathComponent("postgres").standardizedFileURL.path
+        self.logger = logger
+        self.fastAndLoose = fastAndLoose
+        self.serverOptions = serverOptions
+    }
+
+    package var socketPath: String { clusterDirectory + "/.s.PGSQL.5432" }
+
+    package func settings(database: String) -> DatabaseSettings {
+        DatabaseSettings(endpoint: .socket(path: socketPath), username: Self.superuser, password: nil, database: database)
+    }
+
+    /// Creates the cluster on first use, starts it unless it is already running, and makes
+    /// sure `database` exists. Returns how to connect to it.
+    package func start(database: String) async throws -> DatabaseSettings {
+        guard socketPath.utf8.count < 104 else {
+            throw Failure(description: "the data folder path is too long for a Unix socket: \(clusterDirectory); set BOOKWORM_DATA_DIR to a shorter path")
+        }
+        let bin = try Self.binaryDirectory()
+        if !FileManager.default.fileExists(atPath: clusterDirectory + "/PG_VERSION") {
+            try initialise(bin: bin)
+        }
+        if try run(bin + "/pg_ctl", ["-D", clusterDirectory, "status"], allowFailure: true) != 0 {
+            logger.info("starting embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
+            let options = serverOptions.map { ["-o", $0] } ?? []
+            let started = try run(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
+                                                    "-w", "-t", "120"] + options + ["start"], allowFailure: true)
+            guard started == 0 else {
+                let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
+                throw Failure(description: "PostgreSQL did not start: \(log.suffix(2000))")
+            }
+            lock.withLock { startedByUs = true }
+        } else {
+            logger.info("reusing running embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
+        }
+        try await createDatabaseIfMissing(database)
+        return settings(database: database)
+    }
+
+    /// Stops the cluster if this process started it.
+    package func stop() {
+        guard lock.withLock({ startedByUs }), let bin = try? Self.binaryDirectory() else { return }
+        logger.info("stopping embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
+        _ = try? run(bin + "/pg_ctl", ["-D", clusterDirectory, "-m", "fast", "-w", "stop"], allowFailure: true)
+        lock.withLock { startedByUs = false }
+    }
+
+    package func run() async throws {
+        try? await gracefulShutdown()
+        stop()
+    }
+
+    private func initialise(bin: String) throws {
+        let manager = FileManager.default
+        // The data folder will also hold mail: nobody else may list it, but when we are root the
+        // postgres user must be able to pass through it to its cluster.
+        let parent = (clusterDirectory as NSString).deletingLastPathComponent
+        try manager.createDirectory(atPath: parent, withIntermediateDirectories: true,
+                                    attributes: [.posixPermissions: Self.isRoot ? 0o711 : 0o700])
+        try manager.setAttributes([.posixPermissions: Self.isRoot ? 0o711 : 0o700], ofItemAtPath: parent)
+        try manager.createDirectory(atPath: clusterDirectory, withIntermediateDirectories: false,
+                                    attributes: [.posixPermissions: 0o700])
+        if Self.isRoot {
+            try run("/bin/chown", ["postgres:postgres", clusterDirectory], asPostgres: false)
+            guard try run("/usr/bin/test", ["-w", clusterDirectory], allowFailure: true) == 0 else {
+                throw Failure(description: "the postgres system user cannot reach \(clusterDirectory): every parent folder must be searchable (chmod o+x)")
+            }
+        }
+        logger.info("creating embedded PostgreSQL cluster", metadata: ["path": .string(clusterDirectory)])
+        try run(bin + "/initdb", ["-D", clusterDirectory, "-U", Self.superuser, "-A", "trust", "-E", "UTF8",
+                                  "--locale=C.UTF-8", "--no-instructions"])
+        var settings = """
+
+            # Bookworm embedded cluster: Unix socket only, inside this 0700 folder.
+            listen_addresses = ''
+            unix_socket_directories = '\(clusterDirectory)'
+            port = 5432
+            max_connections = 300
+            shared_buffers = 256MB
+
+            """
+        if fastAndLoose {
+            settings += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+        }
+        let confPath = clusterDirectory + "/postgresql.conf"
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: confPath))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(settings.utf8))
+        try handle.close()
+    }
+
+    private func createDatabaseIfMissing(_ name: String) async throws {
+        guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw Failure(description: "invalid database name \(name)")
+        }
+        var quiet = logger
+        quiet.logLevel = .error
+        let client = settings(database: "postgres").makeClient(poolSize: 1, logger: quiet)
+        try await client.whileRunning { client in
+            let rows = try await client.query("SELECT count(*) FROM pg_database WHERE datname = \(name)")
+            var count = 0
+            for try await value in rows.decode(Int.self) { count = value }
+            if count == 0 {
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+            }
+        }
+    }
+
+    static var isRoot: Bool { geteuid() == 0 }
+
+    /// Debian keeps the server binaries under /usr/lib/postgresql/NN/bin; prefer the newest.
+    static func binaryDirectory() throws -> String {
+        let root = "/usr/lib/postgresql"
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        let sorted = versions.compactMap(Int.init).sorted(by: >)
+        for version in sorted where FileManager.default.isExecutableFile(atPath: "\(root)/\(version)/bin/initdb") {
+            return "\(root)/\(version)/bin"
+        }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for dir in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(dir)/initdb") {
+            return String(dir)
+        }
+        throw Failure(description: "PostgreSQL server binaries (initdb, pg_ctl) not found; run `make deps` or set DATABASE_URL")
+    }
+
+    /// Runs a command (as `postgres` when we are root), returning its exit status; its output
+    /// is included in the error when it fails.
+    @discardableResult
+    package func run(_ executable: String, _ arguments: [String], allowFailure: Bool = false, asPostgres: Bool = true) throws -> Int32 {
+        let result = asPostgres && Self.isRoot
+            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            : try ChildProcess.run(executable, arguments)
+        if result.status != 0 && !allowFailure {
+            throw Failure(description: "\((executable as NSString).lastPathComponent) failed (\(result.status)): \(result.output)")
+        }
+        return result.status
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Per-request state: the caller's session (set by `RequireSession`), the client address used
+/// for throttling, and the request id echoed in `X-Request-Id`.
+package struct AppRequestContext: RequestContext {
+    package var coreContext: CoreRequestContextStorage
+    package let remoteAddress: String?
+    package var session: AuthenticatedSession?
+    var requestID: String = ""
+    package var maxBodyBytes: Int = 1 << 20
+    package var trustForwardedFor = false
+
+    package init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress?.ipAddress
+    }
+
+    /// Hummingbird's own decode limit, kept in step with ours.
+    package var maxUploadSize: Int { maxBodyBytes }
+
+    package func requireSession() throws -> AuthenticatedSession {
+        guard let session else {
+            throw AppError.unauthorized(code: "unauthorized", detail: "A valid bearer token is required")
+        }
+        return session
+    }
+
+    /// The address throttles are keyed by: the socket peer, or the first `X-Forwarded-For`
+    /// hop when the operator said a proxy sets it.
+    package func clientAddress(_ request: Request) -> String {
+        if trustForwardedFor, let forwarded = request.headers[.xForwardedFor] {
+            let first = forwarded.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) }
+            if let first, !first.isEmpty, first.count <= 64 { return first }
+        }
+        return remoteAddress ?? "unknown"
+    }
+}
+
+extension HTTPField.Name {
+    static let xRequestID = Self("X-Request-Id")!
+    static let xForwardedFor = Self("X-Forwarded-For")!
+}

@@ -1,0 +1,41 @@
+import Foundation
+
+/// A user row as the stores return it. Never encoded directly: the API shows `PrivateUser`
+/// to the owner and `PublicUser` to everyone else.
+package struct UserRecord: Sendable {
+    package let id: UUID
+    package let email: String
+    package let username: String
+    package let displayName: String?
+    package let bio: String?
+    package let passwordHash: String
+    package let emailVerifiedAt: Date?
+    package let createdAt: Date
+
+    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String, emailVerifiedAt: Date? = nil, createdAt: Date) {
+        self.id = id
+        self.email = email
+        self.username = username
+        self.displayName = displayName
+        self.bio = bio
+        self.passwordHash = passwordHash
+        self.emailVerifiedAt = emailVerifiedAt
+        self.createdAt = createdAt
+    }
+}
+
+/// Who is calling, as established by `SessionMiddleware`.
+package struct AuthenticatedSession: Sendable {
+    package let sessionID: UUID
+    package let user: UserRecord
+
+    package init(sessionID: UUID, user: UserRecord) {
+        self.sessionID = sessionID
+        self.user = user
+    }
+}
+
+extension UUID {
+    /// Ids go out in lower case, the canonical RFC 9562 text form.
+    package var apiString: String { uuidString.lowercased() }
+}

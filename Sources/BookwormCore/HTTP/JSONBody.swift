@@ -1,0 +1,108 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+extension JSONEncoder {
+    /// The API's one encoder: RFC 3339 UTC times, stable key order (so ETags are stable).
+    package static var api: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
+
+/// A write payload whose accepted keys are exactly its `CodingKeys`: anything else is a 400,
+/// so a client can never mass-assign a column it was not meant to touch.
+package protocol StrictBody: Decodable {
+    associatedtype CodingKeys: CodingKey & CaseIterable
+}
+
+extension Request {
+    /// Reads and decodes a JSON object body with the API's rules: JSON media type (415),
+    /// size limit (413), syntax errors that say where (400), unknown fields (400), and
+    /// type/missing-field errors naming the field (400).
+    package mutating func decodeStrict<T: StrictBody>(_ type: T.Type, context: AppRequestContext) async throws -> T {
+        try requireJSONMediaType()
+        let data = try await collectLimitedBody(limit: context.maxBodyBytes)
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data, options: [])
+        } catch {
+            throw AppError.malformedBody("The body is not valid JSON: \(JSONErrorText.describe(error))")
+        }
+        guard let dictionary = object as? [String: Any] else {
+            throw AppError.malformedBody("The body must be a JSON object")
+        }
+        let allowed = Set(T.CodingKeys.allCases.map(\.stringValue))
+        let unknown = dictionary.keys.filter { !allowed.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            throw AppError.validation(unknown.map { FieldError($0, "unknown field") })
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw AppError.validation([JSONErrorText.fieldError(error)])
+        }
+    }
+
+    package mutating func collectLimitedBody(limit: Int) async throws -> Data {
+        if let length = headers[.contentLength].flatMap(Int.init), length > limit {
+            throw AppError.payloadTooLarge(limit: limit)
+        }
+        do {
+            let buffer = try await collectBody(upTo: limit)
+            return Data(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw AppError.payloadTooLarge(limit: limit)
+        }
+    }
+
+    func requireJSONMediaType() throws {
+        guard let raw = headers[.contentType] else {
+            throw AppError.unsupportedMediaType("Content-Type must be application/json")
+        }
+        let essence = raw.split(separator: ";", maxSplits: 1)[0].trimmingCharacters(in: .whitespaces).lowercased()
+        guard essence == "application/json" else {
+            throw AppError.unsupportedMediaType("Content-Type must be application/json, not \(essence)")
+        }
+    }
+}
+
+enum JSONErrorText {
+    static func describe(_ error: any Error) -> String {
+        let nsError = error as NSError
+        if let debug = nsError.userInfo[NSDebugDescriptionErrorKey] as? String { return debug }
+        return nsError.localizedDescription
+    }
+
+    static func fieldError(_ error: DecodingError) -> FieldError {
+        switch error {
+        case .keyNotFound(let key, let context):
+            return FieldError(path(context.codingPath + [key]), "is required")
+        case .typeMismatch(let type, let context):
+            return FieldError(path(context.codingPath), "must be \(typeName(type))")
+        case .valueNotFound(let type, let context):
+            return FieldError(path(context.codingPath), "must be \(typeName(type)), not null")
+        case .dataCorrupted(let context):
+            return FieldError(path(context.codingPath), context.debugDescription)
+        @unknown default:
+            return FieldError("body", "could not be decoded")
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        let text = keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        return text.isEmpty ? "body" : text.replacingOccurrences(of: ".[", with: "[")
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Double.Type: "a number"
+        default: "a \(type)"
+        }
+    }
+}

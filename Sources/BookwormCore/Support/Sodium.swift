@@ -1,0 +1,65 @@
+import CSodium
+import Foundation
+
+/// libsodium must be initialised once before use; `sodium_init` is itself thread-safe.
+package enum Sodium {
+    package static let ready: Bool = sodium_init() >= 0
+}
+
+package enum Digest {
+    /// Hashes in place when the bytes are contiguous (every JSON response body is hashed for its
+    /// ETag, so no copy on that path); copies only for non-contiguous collections.
+    package static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        if let digest = bytes.withContiguousStorageIfAvailable({ sha256(UnsafeRawBufferPointer($0)) }) { return digest }
+        return Array(bytes).withUnsafeBytes { sha256($0) }
+    }
+
+    package static func sha256(_ data: Data) -> [UInt8] { data.withUnsafeBytes { sha256($0) } }
+
+    private static func sha256(_ buffer: UnsafeRawBufferPointer) -> [UInt8] {
+        precondition(Sodium.ready)
+        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        _ = crypto_hash_sha256(&out, buffer.bindMemory(to: UInt8.self).baseAddress, UInt64(buffer.count))
+        return out
+    }
+    package static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
+
+    /// Compares secrets without an early exit an attacker could time.
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return sodium_memcmp(a, b, a.count) == 0
+    }
+
+    static func sha256Hex(_ data: Data) -> String { hex(sha256(data)) }
+    static func sha256Hex(_ text: String) -> String { hex(sha256(text)) }
+
+    package static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+package enum SecureRandom {
+    package static func bytes(_ count: Int) -> [UInt8] {
+        precondition(Sodium.ready)
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { randombytes_buf(base, count) }
+        }
+        return out
+    }
+
+    /// URL-safe base64 without padding.
+    package static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

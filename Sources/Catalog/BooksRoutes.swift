@@ -1,0 +1,45 @@
+import BookwormCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import PostgresNIO
+
+/// `/v1/books` (API.md, Catalog).
+package struct BooksRoutes: Sendable {
+    package let books: BooksStore
+
+    package init(books: BooksStore) {
+        self.books = books
+    }
+
+    package func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
+        group.get("books", use: list)
+        group.get("books/:id", use: get)
+        authenticated.post("books", use: create)
+    }
+
+    @Sendable package func list(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let page = try PageRequest(request)
+        let isbn = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
+        let words = CatalogValidation.searchWords(try request.queryText("q"))
+        return try .json(try await books.list(isbn13: isbn, words: words, page: page), for: request)
+    }
+
+    @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let id = try context.parameters.uuid("id")
+        guard let book = try await books.get(id) else { throw AppError.notFound("No book with id \(id.apiString)") }
+        return try .json(book, for: request)
+    }
+
+    /// Find-or-create by ISBN: 201 when new, 200 with the existing edition otherwise.
+    @Sendable package func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+        _ = try context.requireSession()
+        var request = request
+        let body = try await request.decodeStrict(CreateBookBody.self, context: context)
+        let newBook = try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors,
+                                                 publisher: body.publisher, publishedYear: body.publishedYear,
+                                                 language: body.language)
+        let (book, created) = try await books.findOrCreate(newBook)
+        return try .json(book, status: created ? .created : .ok, for: request)
+    }
+}

@@ -1,0 +1,73 @@
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// SQL for editions.
+package struct BooksStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    package static let columns = """
+        b.id, b.isbn13, b.title, b.authors, b.publisher, b.published_year, b.language,
+        (SELECT count(*) FROM copies ac WHERE ac.book_id = b.id AND ac.status = 'available')::int8,
+        (EXTRACT(EPOCH FROM b.created_at) * 1000000)::int8
+        """
+
+    package typealias Row = (UUID, String?, String, [String], String?, Int?, String?, Int, Int64)
+
+    package static func view(_ row: Row) -> BookView {
+        BookView(id: row.0, isbn13: row.1, title: row.2, authors: row.3, publisher: row.4,
+                 publishedYear: row.5, language: row.6, availableCopies: row.7)
+    }
+
+    /// One row per ISBN even when two clients create it at the same moment: the insert yields
+    /// to the unique index and the loser reads the winner's row. Books without an ISBN are
+    /// always new.
+    func findOrCreate(_ book: NewBook, on connection: PostgresConnection) async throws -> (BookView, created: Bool) {
+        let isbn13 = book.isbn?.isbn13
+        let inserted = try await connection.query("""
+            INSERT INTO books AS b (isbn13, title, authors, publisher, published_year, language)
+            VALUES (\(isbn13), \(book.title), \(book.authors), \(book.publisher), \(book.publishedYear), \(book.language))
+            ON CONFLICT (isbn13) DO NOTHING
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)
+        for try await row in inserted.decode(Row.self) { return (Self.view(row), true) }
+        let existing = try await connection.query("SELECT \(unescaped: Self.columns) FROM books b WHERE b.isbn13 = \(isbn13)",
+                                                  logger: logger)
+        for try await row in existing.decode(Row.self) { return (Self.view(row), false) }
+        throw AppError.unavailable("book \(isbn13 ?? "-") vanished during find-or-create")
+    }
+
+    func findOrCreate(_ book: NewBook) async throws -> (BookView, created: Bool) {
+        try await client.withConnection { try await findOrCreate(book, on: $0) }
+    }
+
+    package func get(_ id: UUID) async throws -> BookView? {
+        let rows = try await client.query("SELECT \(unescaped: Self.columns) FROM books b WHERE b.id = \(id)", logger: logger)
+        for try await row in rows.decode(Row.self) { return Self.view(row) }
+        return nil
+    }
+
+    /// Newest first; `isbn` is an exact ISBN-13, `words` an accent-insensitive search with the
+    /// last word matched as a prefix.
+    package func list(isbn13: String?, words: [String]?, page: PageRequest) async throws -> Page<BookView> {
+        let rows = try await client.query("""
+            SELECT \(unescaped: Self.columns) FROM books b
+            WHERE (\(isbn13)::text IS NULL OR b.isbn13 = \(isbn13))
+              AND (\(words)::text[] IS NULL OR b.search @@ bookworm_search_query(\(words)))
+              AND (\(page.after?.micros)::int8 IS NULL
+                   OR (b.created_at, b.id) < (timestamptz 'epoch' + \(page.after?.micros) * interval '1 microsecond', \(page.after?.id)))
+            ORDER BY b.created_at DESC, b.id DESC
+            LIMIT \(page.limit + 1)
+            """, logger: logger)
+        var collected: [Row] = []
+        for try await row in rows.decode(Row.self) { collected.append(row) }
+        return page.page(collected, cursor: { Cursor(micros: $0.8, id: $0.0) }, item: Self.view)
+    }
+}

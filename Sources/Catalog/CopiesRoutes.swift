@@ -1,0 +1,153 @@
+import Accounts
+import BookwormCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Places
+import PostgresNIO
+
+/// `/v1/me/copies`, `/v1/copies*`, `/v1/photos/{id}`, `/v1/users/{username}/copies`.
+package struct CopiesRoutes: Sendable {
+    let service: CopiesService
+    let users: AccountsStore
+
+    static let maxPhotoBytes = 5 << 20
+
+    package init(service: CopiesService, users: AccountsStore) {
+        self.service = service
+        self.users = users
+    }
+
+    package func addRoutes(public group: RouterGroup<AppRequestContext>, optionallyAuthenticated: RouterGroup<AppRequestContext>,
+                   authenticated: RouterGroup<AppRequestContext>) {
+        optionallyAuthenticated.get("copies", use: library)
+        group.get("copies/:id", use: get)
+        group.get("photos/:id", use: photo)
+        group.get("users/:username/copies", use: userCopies)
+        authenticated.post("me/copies", use: create)
+        authenticated.get("me/copies", use: mine)
+        authenticated.patch("copies/:id", use: update)
+        authenticated.delete("copies/:id", use: delete)
+        authenticated.put("copies/:id/photo", use: putPhoto)
+    }
+
+    @Sendable package func library(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let page = try PageRequest(request)
+        var filter = CopyFilter()
+        filter.words = CatalogValidation.searchWords(try request.queryText("q"))
+        filter.isbn13 = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
+        filter.condition = try request.queryText("condition").map { try CatalogValidation.condition($0).rawValue }
+        filter.viewerID = context.session?.user.id
+        return try .json(try await service.list(filter, page: page), for: request)
+    }
+
+    @Sendable func userCopies(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let username = try context.parameters.require("username")
+        guard username.count <= 30, let user = try await users.findByUsername(username) else {
+            throw AppError.notFound("No user named \(username.prefix(30))")
+        }
+        var filter = CopyFilter()
+        filter.ownerID = user.id
+        return try .json(try await service.list(filter, page: PageRequest(request)), for: request)
+    }
+
+    @Sendable package func mine(_ request: Request, context: AppRequestContext) async throws -> Response {
+        var filter = CopyFilter()
+        filter.ownerID = try context.requireSession().user.id
+        filter.includeAllStatuses = true
+        return try .json(try await service.list(filter, page: PageRequest(request)), for: request)
+    }
+
+    /// Withdrawn copies are the owner's business only; others get 404.
+    @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let id = try context.parameters.uuid("id")
+        return try .json(try await service.visible(id), for: request)
+    }
+
+    /// From `book_id`, or from `isbn`/`title`/`authors` (find-or-create), in one transaction.
+    @Sendable package func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let owner = try context.requireSession().user.id
+        var request = request
+        let body = try await request.decodeStrict(CreateCopyBody.self, context: context)
+        let condition = try CatalogValidation.condition(body.condition)
+        let notes = try CatalogValidation.notes(body.notes)
+        let book: BookChoice
+        switch (body.bookID, body.isbn ?? body.title) {
+        case (.some, .some): throw AppError.invalid("book_id", "give either book_id or isbn/title/authors, not both")
+        case (nil, nil): throw AppError.invalid("book_id", "give book_id, or isbn/title/authors")
+        case (.some(let id), nil): book = .existing(id)
+        case (nil, .some):
+            book = .described(try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors,
+                                                         publisher: body.publisher, publishedYear: body.publishedYear,
+                                                         language: body.language))
+        }
+        let copy = try await service.create(owner: owner, book: book, condition: condition, notes: notes, pinID: body.pinID)
+        return try .json(copy, status: .created, for: request)
+    }
+
+    @Sendable package func update(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let owner = try context.requireSession().user.id
+        let id = try context.parameters.uuid("id")
+        var request = request
+        let body = try await request.decodeStrict(UpdateCopyBody.self, context: context)
+        let condition = try body.condition.map(CatalogValidation.condition)
+        let status = try body.status.map(CatalogValidation.status)
+        var notes = body.notes
+        if case .set(let value) = notes { notes = .set(try CatalogValidation.notes(value)) }
+        let copy = try await service.update(owner: owner, id: id, condition: condition, status: status, notes: notes,
+                                            pinID: body.pinID)
+        return try .json(copy, for: request)
+    }
+
+    @Sendable package func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let owner = try context.requireSession().user.id
+        let id = try context.parameters.uuid("id")
+        try await service.delete(owner: owner, id: id)
+        return .noContent()
+    }
+
+    /// The type is taken from the bytes and must agree with `Content-Type`.
+    @Sendable func putPhoto(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let owner = try context.requireSession().user.id
+        let id = try context.parameters.uuid("id")
+        let declared = request.headers[.contentType]?.split(separator: ";").first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard let declared, ImageType.allowed.contains(declared) else {
+            throw AppError.unsupportedMediaType("Content-Type must be one of \(ImageType.allowed.sorted().joined(separator: ", "))")
+        }
+        var request = request
+        let data = try await request.collectLimitedBody(limit: Self.maxPhotoBytes)
+        guard let sniffed = ImageType.sniff(data), sniffed == declared else {
+            throw AppError.unsupportedMediaType("The body is not a \(declared) image")
+        }
+        let photoID = try await service.setPhoto(owner: owner, id: id, bytes: data, contentType: sniffed)
+        return try .json(["photo_url": "/v1/photos/\(photoID)"], for: request)
+    }
+
+    /// Content-addressed, so the bytes behind an id never change: cache forever.
+    @Sendable func photo(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id").lowercased()
+        let etag = "\"\(id)\""
+        if let condition = request.headers[.ifNoneMatch], ETagMatch.matches(condition, etag: etag) {
+            return Response(status: .notModified, headers: [.eTag: etag, .cacheControl: "public, max-age=31536000, immutable"])
+        }
+        let photo = try await service.photo(id)
+        return Response(status: .ok, headers: [.contentType: photo.contentType, .eTag: etag,
+                                               .cacheControl: "public, max-age=31536000, immutable"],
+                        body: .init(byteBuffer: photo.bytes))
+    }
+}
+
+/// Recognises the accepted image formats by their magic numbers.
+enum ImageType {
+    static let allowed: Set<String> = ["image/jpeg", "image/png", "image/webp"]
+
+    static func sniff(_ data: Data) -> String? {
+        let bytes = [UInt8](data.prefix(12))
+        if bytes.starts(with: [0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
+        if bytes.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "image/png" }
+        if bytes.count == 12, bytes.starts(with: Array("RIFF".utf8)), Array(bytes[8..<12]) == Array("WEBP".utf8) { return "image/webp" }
+        return nil
+    }
+}

@@ -1,0 +1,109 @@
+import Accounts
+import BookwormCore
+import Foundation
+import Logging
+import NIOCore
+import Places
+import PostgresNIO
+
+/// Which book a new copy is of: one already in the catalogue, or one found or created from
+/// the details the owner typed.
+package enum BookChoice: Sendable {
+    case existing(UUID)
+    case described(NewBook)
+}
+
+/// The copy use cases: each write is one transaction that checks ownership under a row lock
+/// before changing anything, so a check and the change it guards cannot be separated.
+package struct CopiesService: Sendable {
+    let client: PostgresClient
+    let books: BooksStore
+    let copies: CopiesStore
+    let photos: PhotosStore
+    let pins: PinsStore
+    let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.books = BooksStore(client: client, logger: logger)
+        self.copies = CopiesStore(client: client, logger: logger)
+        self.photos = PhotosStore(client: client, logger: logger)
+        self.pins = PinsStore(client: client, logger: logger)
+        self.logger = logger
+    }
+
+    package func list(_ filter: CopyFilter, page: PageRequest) async throws -> Page<CopyView> {
+        page.page(try await copies.list(filter, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
+    }
+
+    /// Withdrawn copies are the owner's business only; others are told there is no such copy.
+    package func visible(_ id: UUID) async throws -> CopyView {
+        guard let copy = try await copies.get(id), copy.status != CopyStatus.withdrawn.rawValue else {
+            throw AppError.notFound("No copy with id \(id.apiString)")
+        }
+        return copy
+    }
+
+    package func availableCount(ownerID: UUID) async throws -> Int {
+        try await copies.availableCount(ownerID: ownerID)
+    }
+
+    package func create(owner: UUID, book: BookChoice, condition: CopyCondition, notes: String?, pinID: UUID?) async throws -> CopyView {
+        try await client.transaction(logger: logger) { connection in
+            let bookID: UUID
+            switch book {
+            case .existing(let id): bookID = id
+            case .described(let newBook): bookID = try await books.findOrCreate(newBook, on: connection).0.id
+            }
+            try await requireOwnPin(pinID, owner: owner, on: connection)
+            return try await copies.create(ownerID: owner, bookID: bookID, condition: condition, notes: notes,
+                                           pinID: pinID, on: connection)
+        }
+    }
+
+    package func update(owner: UUID, id: UUID, condition: CopyCondition?, status: CopyStatus?, notes: FieldUpdate<String>,
+                        pinID: FieldUpdate<UUID>) async throws -> CopyView {
+        let copy = try await client.transaction(logger: logger) { connection in
+            _ = try await copies.lockOwned(id, by: owner, on: connection)
+            if case .set(let pin) = pinID { try await requireOwnPin(pin, owner: owner, on: connection) }
+            try await copies.update(id, condition: condition, status: status, notes: notes, pinID: pinID, on: connection)
+            return try await copies.get(id, connection: connection)
+        }
+        guard let copy else { throw AppError.notFound("No copy with id \(id.apiString)") }
+        return copy
+    }
+
+    /// The copy's photo goes with it unless another copy shows the same picture.
+    package func delete(owner: UUID, id: UUID) async throws {
+        try await client.transaction(logger: logger) { connection in
+            let photo = try await copies.lockOwned(id, by: owner, on: connection)
+            try await copies.delete(id, on: connection)
+            if let photo { try await photos.deleteIfOrphaned(photo, on: connection) }
+        }
+    }
+
+    /// Stores the picture (content-addressed) and returns its id; the one it replaces goes
+    /// when no copy shows it any more.
+    package func setPhoto(owner: UUID, id: UUID, bytes: Data, contentType: String) async throws -> String {
+        try await client.transaction(logger: logger) { connection in
+            let previous = try await copies.lockOwned(id, by: owner, on: connection)
+            let photoID = try await photos.put(ByteBuffer(bytes: bytes), contentType: contentType, on: connection)
+            try await copies.setPhoto(id, photoID: photoID, on: connection)
+            if let previous, previous != photoID { try await photos.deleteIfOrphaned(previous, on: connection) }
+            return photoID
+        }
+    }
+
+    package func photo(_ id: String) async throws -> (contentType: String, bytes: ByteBuffer) {
+        guard id.count == 64, let photo = try await photos.get(id) else { throw AppError.notFound("No photo with id \(id.prefix(64))") }
+        return photo
+    }
+
+    /// A copy may only be placed on one of its owner's own pins.
+    private func requireOwnPin(_ pinID: UUID?, owner: UUID, on connection: PostgresConnection) async throws {
+        guard let pinID else { return }
+        guard try await pins.isOwned(pinID, by: owner, on: connection) else {
+            throw AppError.unprocessable("pin_id: \(pinID.apiString) is not one of your pins")
+        }
+    }
+}

@@ -1,0 +1,163 @@
+import Accounts
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What the library may be narrowed by.
+package struct CopyFilter: Sendable {
+    package var words: [String]?
+    package var isbn13: String?
+    package var condition: String?
+    package var ownerID: UUID?
+    /// Nil: available copies only (the library). Set: the owner's own list, every status.
+    package var includeAllStatuses = false
+    /// The signed-in reader: copies of anyone they blocked, or who blocked them, are left out.
+    package var viewerID: UUID?
+
+    package init() {}
+}
+
+/// SQL for copies. Ownership is checked here, under a row lock, so a check and the change it
+/// guards cannot be separated by a concurrent request.
+package struct CopiesStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    package static let columns = """
+        c.id, c.condition, c.status, c.notes, c.pin_id, c.photo_id, c.created_at, c.updated_at,
+        (EXTRACT(EPOCH FROM c.created_at) * 1000000)::int8,
+        b.id, b.isbn13, b.title, b.authors, u.id, u.username, u.display_name
+        """
+    package static let joins = "FROM copies c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id"
+
+    package typealias Row = (UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
+                     UUID, String?, String, [String], UUID, String, String?)
+
+    package static func view(_ row: Row) -> CopyView {
+        CopyView(id: row.0, book: BookSummary(id: row.9, isbn13: row.10, title: row.11, authors: row.12),
+                 owner: OwnerSummary(id: row.13, username: row.14, displayName: row.15),
+                 condition: row.1, status: row.2, notes: row.3, pinID: row.4, photoID: row.5,
+                 createdAt: row.6, updatedAt: row.7, createdMicros: row.8)
+    }
+
+    /// The same row read from `cells` starting at column `first` (for statements that put other
+    /// columns before it).
+    package static func row(_ cells: PostgresRandomAccessRow, from first: Int) throws -> Row {
+        (try cells[first].decode(UUID.self), try cells[first + 1].decode(String.self), try cells[first + 2].decode(String.self),
+         try cells[first + 3].decode(String?.self), try cells[first + 4].decode(UUID?.self), try cells[first + 5].decode(String?.self),
+         try cells[first + 6].decode(Date.self), try cells[first + 7].decode(Date.self), try cells[first + 8].decode(Int64.self),
+         try cells[first + 9].decode(UUID.self), try cells[first + 10].decode(String?.self), try cells[first + 11].decode(String.self),
+         try cells[first + 12].decode([String].self), try cells[first + 13].decode(UUID.self), try cells[first + 14].decode(String.self),
+         try cells[first + 15].decode(String?.self))
+    }
+
+    package func create(ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
+                on connection: PostgresConnection) async throws -> CopyView {
+        do {
+            let rows = try await connection.query("""
+                INSERT INTO copies (owner_id, book_id, condition, notes, pin_id)
+                VALUES (\(ownerID), \(bookID), \(condition.rawValue), \(notes), \(pinID))
+                RETURNING id
+                """, logger: logger)
+            for try await id in rows.decode(UUID.self) {
+                if let copy = try await get(id, connection: connection) { return copy }
+            }
+        } catch let error as PSQLError where error.sqlState == "23503" {
+            throw AppError.unprocessable("book_id: no book with id \(bookID.apiString)")
+        }
+        throw AppError.unavailable("copy insert returned no row")
+    }
+
+    package func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> CopyView? {
+        let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE c.id = \(id)"
+        let rows = try await client.query(query, on: connection, logger: logger)
+        for try await row in rows.decode(Row.self) { return Self.view(row) }
+        return nil
+    }
+
+    /// Newest first by keyset; one query per page whatever its length.
+    package func list(_ filter: CopyFilter, limit: Int, after: Cursor?) async throws -> [CopyView] {
+        let rows = try await client.query(Self.listStatement(filter, limit: limit, after: after).query, logger: logger)
+        var collected: [CopyView] = []
+        for try await row in rows.decode(Row.self) { collected.append(Self.view(row)) }
+        return collected
+    }
+
+    /// Built as text plus values so the benchmark can hand the identical SQL to pgbench.
+    package static func listStatement(_ filter: CopyFilter, limit: Int, after: Cursor?) -> SQLStatement {
+        SQLStatement(sql: """
+            SELECT \(columns) \(joins)
+            WHERE ($1 OR c.status = 'available')
+              AND ($2::uuid IS NULL OR c.owner_id = $2)
+              AND ($3::text IS NULL OR b.isbn13 = $3)
+              AND ($4::text IS NULL OR c.condition = $4)
+              AND ($5::text[] IS NULL OR c.search @@ bookworm_search_query($5))
+              AND ($6::int8 IS NULL OR (c.created_at, c.id) < (timestamptz 'epoch' + $6 * interval '1 microsecond', $7))
+              AND ($9::uuid IS NULL OR \(BlocksStore.noBlockBetween("$9", "c.owner_id")))
+            ORDER BY c.created_at DESC, c.id DESC
+            LIMIT $8
+            """, values: [
+                .bool(filter.includeAllStatuses), .uuid(filter.ownerID), .text(filter.isbn13), .text(filter.condition),
+                .textArray(filter.words), .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit),
+                .uuid(filter.viewerID),
+            ])
+    }
+
+    /// Locks the copy and checks its owner: 404 when missing, 403 when someone else's.
+    package func lockOwned(_ id: UUID, by userID: UUID, on connection: PostgresConnection) async throws -> String? {
+        let rows = try await connection.query("SELECT owner_id, photo_id FROM copies WHERE id = \(id) FOR UPDATE",
+                                              logger: logger)
+        for try await (owner, photo) in rows.decode((UUID, String?).self) {
+            guard owner == userID else { throw AppError.forbidden("This copy belongs to someone else") }
+            return photo
+        }
+        throw AppError.notFound("No copy with id \(id.apiString)")
+    }
+
+    package func update(_ id: UUID, condition: CopyCondition?, status: CopyStatus?, notes: FieldUpdate<String>,
+                pinID: FieldUpdate<UUID>, on connection: PostgresConnection) async throws {
+        let (setNotes, notesValue) = notes.parts
+        let (setPin, pinValue) = pinID.parts
+        try await connection.query("""
+            UPDATE copies SET
+                condition = coalesce(\(condition?.rawValue), condition),
+                status = coalesce(\(status?.rawValue), status),
+                notes = CASE WHEN \(setNotes) THEN \(notesValue) ELSE notes END,
+                pin_id = CASE WHEN \(setPin) THEN \(pinValue) ELSE pin_id END,
+                updated_at = clock_timestamp()
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    package func delete(_ id: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM copies WHERE id = \(id)", logger: logger)
+    }
+
+    func setPhoto(_ id: UUID, photoID: String?, on connection: PostgresConnection) async throws {
+        try await connection.query("UPDATE copies SET photo_id = \(photoID), updated_at = clock_timestamp() WHERE id = \(id)",
+                                   logger: logger)
+    }
+
+    package func availableCount(ownerID: UUID) async throws -> Int {
+        let rows = try await client.query(
+            "SELECT count(*)::int8 FROM copies WHERE owner_id = \(ownerID) AND status = 'available'", logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+}
+
+extension FieldUpdate {
+    /// (whether to set, the value to set) for a `CASE WHEN` in SQL.
+    package var parts: (Bool, Value?) {
+        switch self {
+        case .unchanged: (false, nil)
+        case .set(let value): (true, value)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import BookwormCore
+import Catalog
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Places
+
+/// `/v1/nearby/copies` and `/v1/nearby/owners` (API.md, Places): nearest first by distance
+/// to public points, keyset cursors over (distance, id).
+package struct NearbyRoutes: Sendable {
+    package let nearby: NearbyStore
+
+    package init(nearby: NearbyStore) {
+        self.nearby = nearby
+    }
+
+    package func addRoutes(authenticated: RouterGroup<AppRequestContext>) {
+        authenticated.get("nearby/copies", use: copies)
+        authenticated.get("nearby/owners", use: owners)
+    }
+
+    @Sendable package func copies(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
+        let rows = try await nearby.copies(query, after: after, limit: limit + 1)
+        let next = rows.count > limit ? rows.prefix(limit).last.map { DistanceCursor(distance: $0.sortKey, id: $0.copy.id).encoded } : nil
+        return try .json(Page(data: Array(rows.prefix(limit)), nextCursor: next), for: request)
+    }
+
+    @Sendable package func owners(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
+        let rows = try await nearby.owners(query, after: after, limit: limit + 1)
+        let next = rows.count > limit ? rows.prefix(limit).last.map { DistanceCursor(distance: $0.distanceKm, id: $0.user.id).encoded } : nil
+        return try .json(Page(data: Array(rows.prefix(limit)), nextCursor: next), for: request)
+    }
+
+    package static func parse(_ request: Request, caller: UUID) throws -> (NearbyQuery, limit: Int, after: DistanceCursor?) {
+        let (origin, radius) = try parseArea(request)
+        let words = CatalogValidation.searchWords(try request.queryText("q"))
+        let isbn = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
+        let page = try PageRequest.limit(request)
+        let after = try request.queryText("cursor", maxLength: 128).map(DistanceCursor.init(encoded:))
+        return (NearbyQuery(origin: origin, radiusKm: radius, words: words, isbn13: isbn, callerID: caller), page, after)
+    }
+
+    /// `latitude`, `longitude` (required) and `radius_km` (default 10, at most 500).
+    static func parseArea(_ request: Request) throws -> (GeoPoint, radiusKm: Double) {
+        var errors: [FieldError] = []
+        let latitude = collectFieldErrors(&errors) { try number(request, "latitude", default: nil) }
+        let longitude = collectFieldErrors(&errors) { try number(request, "longitude", default: nil) }
+        let radius = collectFieldErrors(&errors) { try number(request, "radius_km", default: NearbyQuery.defaultRadiusKm) }
+        guard errors.isEmpty, let latitude, let longitude, let radius else { throw AppError.validation(errors) }
+        let origin = try PlacesValidation.point(latitude: latitude, longitude: longitude)
+        guard radius > 0, radius <= NearbyQuery.maxRadiusKm else {
+            throw AppError.invalid("radius_km", "must be more than 0 and at most \(Int(NearbyQuery.maxRadiusKm))")
+        }
+        return (origin, radius)
+    }
+
+    private static func number(_ request: Request, _ name: String, default fallback: Double?) throws -> Double {
+        guard let raw = try request.queryText(name, maxLength: 32) else {
+            guard let fallback else { throw AppError.invalid(name, "is required") }
+            return fallback
+        }
+        guard let value = Double(raw), value.isFinite else { throw AppError.invalid(name, "must be a finite number") }
+        return value
+    }
+}

@@ -1,0 +1,204 @@
+import Accounts
+import BookwormCore
+import Catalog
+import Foundation
+import Logging
+import Places
+import PostgresNIO
+
+/// Nearest-first searches. Distances are measured to each pin's public point only, so nothing
+/// another user sees depends on where inside its cell a home really is. The box prefilter
+/// uses the GiST index on public points; the exact haversine decides inclusion and order.
+package struct NearbyStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    static let boxFilter = RadiusBoxes.filter(firstParameter: 4)
+
+    /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
+    /// each stands for (those placed on it and, for a default pin, its owner's unplaced ones) that
+    /// match the search. Only copy ids and distances flow through here; details are joined for
+    /// the one page that survives the sort. Parameters $1–$14.
+    static let placedSQL = """
+        WITH near AS MATERIALIZED (
+            SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
+                   bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
+            FROM pins p
+            WHERE \(boxFilter)
+              AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
+              AND p.owner_id <> $12
+              AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
+        ), wanted_book AS (
+            SELECT id FROM books WHERE isbn13 = $14
+        ), placed AS (
+            SELECT c.id AS copy_id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
+            FROM near JOIN copies c ON c.pin_id = near.id
+            WHERE c.status = 'available'
+              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
+            UNION ALL
+            SELECT c.id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
+            FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
+            WHERE near.is_default AND c.status = 'available'
+              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
+              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
+        )
+        """
+
+    static func placedValues(_ query: NearbyQuery) -> [SQLValue] {
+        [.double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm)]
+            + RadiusBoxes.values(around: query.origin, radiusKm: query.radiusKm)
+            + [.uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
+    }
+
+    /// The unit-sphere point of `origin` and the chord that matches `radiusKm` (a hair wider,
+    /// so float rounding never drops an edge pin: the haversine decides inclusion).
+    static func sphereValues(_ query: NearbyQuery) -> [SQLValue] {
+        let lat = query.origin.latitude * .pi / 180, lon = query.origin.longitude * .pi / 180
+        let chord = 2 * sin(min(Double.pi, query.radiusKm / Geo.earthRadiusKm) / 2) + 1e-9
+        return [.double(cos(lat) * cos(lon)), .double(cos(lat) * sin(lon)), .double(sin(lat)), .double(chord)]
+    }
+
+    package static let origin = "cube(ARRAY[$1, $2, $3]::float8[])"
+
+    /// The chord to 1e-12 (6 µm on the ground): two places at the same great-circle distance
+    /// can differ in the last bits of their chords, and must still tie (and be ordered by id).
+    static let roundedChord = "floor((p.public_xyz <-> \(origin)) * 1e12 + 0.5) / 1e12"
+
+    /// Pins in the radius, not the caller's nor blocked either way, past the cursor's distance.
+    static let candidatePins = """
+                FROM pins p
+                WHERE p.public_xyz <@ cube_enlarge(\(origin), $4, 3)
+                  AND bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) <= $7
+                  AND p.owner_id <> $8
+                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
+                  AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
+        """
+
+    /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
+    /// the `pinLimit` nearest pins (with every pin tied with the last, as home pins in one cell
+    /// share its centre), and their copies are sorted by (chord, copy id), which is the
+    /// great-circle order. `beyond` is the nearest pin left out: nothing it or any farther pin
+    /// holds can come before its chord, so a full page ending before it is the true page (see
+    /// `isComplete`). Details are joined for the page only; the meta row (`beyond`'s chord, or
+    /// null when every pin in the radius was tried) comes back even when the page is empty.
+    /// Parameters $1–$14.
+    static let copiesSQL = """
+            WITH near AS MATERIALIZED (
+                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(roundedChord) AS chord,
+                       p.public_xyz <-> \(origin) AS exact
+                \(candidatePins)
+                ORDER BY p.public_xyz <-> \(origin)
+                FETCH FIRST $14 ROWS WITH TIES
+            ), beyond AS (
+                SELECT \(roundedChord) AS chord
+                \(candidatePins)
+                  AND p.public_xyz <-> \(origin) > (SELECT max(exact) FROM near)
+                ORDER BY p.public_xyz <-> \(origin)
+                LIMIT 1
+            ), page AS (
+                SELECT placed.copy_id, near.chord, near.public_latitude, near.public_longitude
+                FROM near CROSS JOIN LATERAL (
+                    SELECT c.id AS copy_id FROM copies c
+                    WHERE c.pin_id = near.id AND c.status = 'available'
+                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
+                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
+                    UNION ALL
+                    SELECT c.id FROM copies c
+                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
+                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
+                ) placed
+                WHERE $11::float8 IS NULL OR (near.chord, placed.copy_id) > ($11, $12)
+                ORDER BY near.chord, placed.copy_id
+                LIMIT $13
+            ), meta AS (
+                SELECT (SELECT chord FROM beyond) AS boundary
+            )
+            SELECT meta.boundary, page.chord,
+                   bookworm_distance_km($5, $6, page.public_latitude, page.public_longitude), page.public_latitude, page.public_longitude,
+                   \(CopiesStore.columns)
+            FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.copy_id
+                                      JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id) ON true
+            ORDER BY page.chord, c.id
+            """
+
+    package static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
+        SQLStatement(sql: copiesSQL, values: sphereValues(query) + [
+            .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
+            .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
+        ])
+    }
+
+    /// Pins tried per round: a page of 50 in a city needs about ten.
+    package static let firstPinLimit = 16
+
+    /// Whether a page drawn from the pins tried is the true page: either they were every pin
+    /// in the radius (no `boundary`), or the page is full and ends strictly before the nearest
+    /// pin not tried (which, like every pin farther out, could only add later rows).
+    static func isComplete(boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
+        guard let boundary else { return true }
+        guard rows == limit, let lastChord else { return false }
+        return lastChord < boundary
+    }
+
+    static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
+        SQLStatement(sql: placedSQL + """
+            , owners AS (
+                SELECT owner_id, min(distance) AS distance, count(*) AS matching FROM placed GROUP BY owner_id
+            ), page AS (
+                SELECT * FROM owners
+                WHERE $15::float8 IS NULL OR (distance, owner_id) > ($15, $16)
+                ORDER BY distance, owner_id
+                LIMIT $17
+            )
+            SELECT u.id, u.username, u.display_name, page.distance, page.matching::int8
+            FROM page JOIN users u ON u.id = page.owner_id
+            ORDER BY page.distance, u.id
+            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
+    }
+
+    /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
+    /// complete; one round in all but sparse cases.
+    package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
+        var pinLimit = Self.firstPinLimit
+        while true {
+            let statement = Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit)
+            var result: [NearbyCopy] = []
+            var boundary: Double?
+            for try await row in try await client.execute(NearbyCopiesSQL(values: statement.values), logger: logger) {
+                let cells = PostgresRandomAccessRow(row)
+                boundary = try cells[0].decode(Double?.self)
+                guard let chord = try cells[1].decode(Double?.self) else { continue }
+                let copy = CopiesStore.view(try CopiesStore.row(cells, from: 5))
+                result.append(NearbyCopy(copy: copy, distanceKm: try cells[2].decode(Double.self), sortKey: chord,
+                                         place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self))))
+            }
+            if Self.isComplete(boundary: boundary, rows: result.count, lastChord: result.last?.sortKey, limit: limit) {
+                return result
+            }
+            pinLimit *= 8
+        }
+    }
+
+    package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
+        let rows = try await client.query(Self.ownersStatement(query, after: after, limit: limit).query, logger: logger)
+        var result: [NearbyOwner] = []
+        for try await (id, username, displayName, distance, matching) in rows.decode((UUID, String, String?, Double, Int).self) {
+            result.append(NearbyOwner(user: OwnerSummary(id: id, username: username, displayName: displayName),
+                                      distanceKm: distance, matchingCopies: matching))
+        }
+        return result
+    }
+}
+
+/// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page.
+struct NearbyCopiesSQL: PreparedSQL {
+    static let sql = NearbyStore.copiesSQL
+    let values: [SQLValue]
+}

@@ -1,0 +1,77 @@
+import Accounts
+import BookwormCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Places
+import PostgresNIO
+
+/// `/v1/posts` (API.md, Feed). Reading the feed needs no account; a location-filtered feed
+/// does, as nearby copies do, since distances to people are what trilateration feeds on.
+package struct PostsRoutes: Sendable {
+    let service: PostsService
+
+    package init(service: PostsService) {
+        self.service = service
+    }
+
+    package func addRoutes(optionallyAuthenticated group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
+        group.get("posts", use: feed)
+        group.get("posts/:id", use: get)
+        authenticated.post("posts", use: create)
+        authenticated.delete("posts/:id", use: delete)
+    }
+
+    @Sendable package func feed(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let page = try PageRequest(request)
+        var filter = FeedFilter()
+        var errors: [FieldError] = []
+        filter.kind = collectFieldErrors(&errors) { try request.queryText("kind").map(FeedValidation.kind) } ?? nil
+        filter.author = collectFieldErrors(&errors) { try request.queryText("author", maxLength: 30) } ?? nil
+        filter.bookID = collectFieldErrors(&errors) { try Self.uuidParameter(request, "book_id") } ?? nil
+        filter.near = collectFieldErrors(&errors) { try Self.area(request) } ?? nil
+        guard errors.isEmpty else { throw AppError.validation(errors) }
+        if filter.near != nil { _ = try context.requireSession() }
+        filter.viewerID = context.session?.user.id
+        return try .json(try await service.feed(filter, page: page), for: request)
+    }
+
+    @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let id = try context.parameters.uuid("id")
+        return try .json(try await service.get(id), for: request)
+    }
+
+    @Sendable func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let author = try context.requireSession().user.id
+        var request = request
+        let post = try FeedValidation.newPost(try await request.decodeStrict(CreatePostBody.self, context: context))
+        return try .json(try await service.create(author: author, post: post), status: .created, for: request)
+    }
+
+    @Sendable package func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let author = try context.requireSession().user.id
+        let id = try context.parameters.uuid("id")
+        try await service.delete(author: author, id: id)
+        return .noContent()
+    }
+
+    static func uuidParameter(_ request: Request, _ name: String) throws -> UUID? {
+        guard let raw = try request.queryText(name, maxLength: 64) else { return nil }
+        guard let id = UUID(uuidString: raw) else { throw AppError.invalid(name, "must be a UUID") }
+        return id
+    }
+
+    /// `latitude` and `longitude` together (or neither), `radius_km` as for nearby copies.
+    static func area(_ request: Request) throws -> NearbyArea? {
+        let names = ["latitude", "longitude", "radius_km"]
+        let given = try names.filter { try request.queryText($0, maxLength: 32) != nil }
+        guard !given.isEmpty else { return nil }
+        var errors: [FieldError] = []
+        for name in ["latitude", "longitude"] where !given.contains(name) {
+            errors.append(FieldError(name, "is required with \(given.joined(separator: ", "))"))
+        }
+        guard errors.isEmpty else { throw AppError.validation(errors) }
+        let (origin, radius) = try NearbyRoutes.parseArea(request)
+        return NearbyArea(origin: origin, radiusKm: radius)
+    }
+}

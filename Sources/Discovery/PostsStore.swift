@@ -1,0 +1,165 @@
+import Accounts
+import BookwormCore
+import Catalog
+import Foundation
+import Logging
+import Places
+import PostgresNIO
+
+/// SQL for posts. Every feed page is one statement, whatever its length: authors and books are
+/// joined in, and the nearby feed's distance comes from the same statement.
+package struct PostsStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
+
+    package init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    package static let columns = """
+        po.id, po.kind, po.body, po.copy_id, po.created_at,
+        (EXTRACT(EPOCH FROM po.created_at) * 1000000)::int8,
+        u.id, u.username, u.display_name, b.id, b.isbn13, b.title, b.authors
+        """
+    package static let joins = "FROM posts po JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id"
+
+    package typealias Row = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?, [String]?)
+
+    package static func view(_ row: Row, distance: Double? = nil) -> PostView {
+        var book: BookSummary?
+        if let id = row.9, let title = row.11 {
+            book = BookSummary(id: id, isbn13: row.10, title: title, authors: row.12 ?? [])
+        }
+        return PostView(id: row.0, kind: row.1, body: row.2,
+                        author: OwnerSummary(id: row.6, username: row.7, displayName: row.8),
+                        book: book, copyID: row.3, createdAt: row.4, distanceKm: distance, createdMicros: row.5)
+    }
+
+    package func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> PostView? {
+        let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE po.id = \(id)"
+        let rows = try await client.query(query, on: connection, logger: logger)
+        for try await row in rows.decode(Row.self) { return Self.view(row) }
+        return nil
+    }
+
+    /// Newest first by keyset over (created_at, id).
+    package func list(_ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> [PostView] {
+        let statement = Self.listStatement(filter, limit: limit, after: after)
+        let rows = try await client.query(statement.query, logger: logger)
+        var collected: [PostView] = []
+        if filter.near == nil {
+            for try await row in rows.decode(Row.self) { collected.append(Self.view(row)) }
+        } else {
+            typealias NearRow = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?,
+                                 [String]?, Double)
+            for try await r in rows.decode(NearRow.self) {
+                collected.append(Self.view((r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12), distance: r.13))
+            }
+        }
+        return collected
+    }
+
+    /// The filters take `$1`–`$7`; a location adds the nearby parameters after them. Built as
+    /// text plus values so the benchmark can hand the identical SQL to pgbench.
+    package static func listStatement(_ filter: FeedFilter, limit: Int, after: Cursor?) -> SQLStatement {
+        let filters: [SQLValue] = [
+            .text(filter.kind?.rawValue), .text(filter.author?.lowercased()), .uuid(filter.bookID),
+            .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit), .uuid(filter.viewerID),
+        ]
+        let conditions = """
+            ($1::text IS NULL OR po.kind = $1)
+              AND ($2::text IS NULL OR po.author_id = (SELECT id FROM users WHERE lower(username) = $2))
+              AND ($3::uuid IS NULL OR po.book_id = $3)
+              AND ($4::int8 IS NULL OR (po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5))
+              AND ($7::uuid IS NULL OR \(BlocksStore.noBlockBetween("$7", "po.author_id")))
+            """
+        guard let near = filter.near else {
+            return SQLStatement(sql: """
+                SELECT \(columns) \(joins)
+                WHERE \(conditions)
+                ORDER BY po.created_at DESC, po.id DESC
+                LIMIT $6
+                """, values: filters)
+        }
+        // The pins within the radius first (box from the covering GiST index, exact haversine
+        // decides), then their posts newest first; authors and books are joined for the page only.
+        return SQLStatement(sql: """
+            WITH near AS MATERIALIZED (
+                SELECT p.id, bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) AS distance
+                FROM pins p
+                WHERE \(Self.boxFilter)
+                  AND bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) <= $10
+            ), page AS (
+                SELECT po.id, near.distance FROM posts po JOIN near ON near.id = po.pin_id
+                WHERE \(conditions)
+                ORDER BY po.created_at DESC, po.id DESC
+                LIMIT $6
+            )
+            SELECT \(columns), page.distance
+            FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
+            ORDER BY po.created_at DESC, po.id DESC
+            """, values: filters + Self.areaValues(near))
+    }
+
+    static let boxFilter = RadiusBoxes.filter(firstParameter: 11)
+
+    static func areaValues(_ area: NearbyArea) -> [SQLValue] {
+        [.double(area.origin.latitude), .double(area.origin.longitude), .double(area.radiusKm)]
+            + RadiusBoxes.values(around: area.origin, radiusKm: area.radiusKm)
+    }
+
+    // MARK: - Writing
+
+    func isDuplicate(authorID: UUID, body: String, within seconds: TimeInterval, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("""
+            SELECT 1 FROM posts
+            WHERE author_id = \(authorID) AND body = \(body)
+              AND created_at > clock_timestamp() - make_interval(secs => \(seconds))
+            LIMIT 1
+            """, logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// The copy's owner and book, when the copy exists.
+    func copyOwnerAndBook(_ copyID: UUID, on connection: PostgresConnection) async throws -> (owner: UUID, book: UUID)? {
+        let rows = try await connection.query("SELECT owner_id, book_id FROM copies WHERE id = \(copyID)", logger: logger)
+        for try await (owner, book) in rows.decode((UUID, UUID).self) { return (owner, book) }
+        return nil
+    }
+
+    func bookExists(_ bookID: UUID, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("SELECT 1 FROM books WHERE id = \(bookID)", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// The pin named, or the author's default pin (nil when the author has none).
+    package func insert(authorID: UUID, post: NewPost, bookID: UUID?, on connection: PostgresConnection) async throws -> PostView {
+        let rows = try await connection.query("""
+            INSERT INTO posts (author_id, kind, body, book_id, copy_id, pin_id)
+            VALUES (\(authorID), \(post.kind.rawValue), \(post.body), \(bookID), \(post.copyID),
+                    coalesce(\(post.pinID), (SELECT id FROM pins WHERE owner_id = \(authorID) AND is_default)))
+            RETURNING id
+            """, logger: logger)
+        for try await id in rows.decode(UUID.self) {
+            if let view = try await get(id, connection: connection) { return view }
+        }
+        throw AppError.unavailable("post insert returned no row")
+    }
+
+    /// Locks the post and checks its author: 404 when missing, 403 when someone else's.
+    package func lockOwned(_ id: UUID, by userID: UUID, on connection: PostgresConnection) async throws {
+        let rows = try await connection.query("SELECT author_id FROM posts WHERE id = \(id) FOR UPDATE", logger: logger)
+        for try await author in rows.decode(UUID.self) {
+            guard author == userID else { throw AppError.forbidden("This post belongs to someone else") }
+            return
+        }
+        throw AppError.notFound("No post with id \(id.apiString)")
+    }
+
+    package func delete(_ id: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM posts WHERE id = \(id)", logger: logger)
+    }
+}

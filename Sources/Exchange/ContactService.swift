@@ -1,0 +1,80 @@
+import Accounts
+import BookwormCore
+import Discovery
+import Foundation
+import Logging
+import Mail
+import PostgresNIO
+
+/// Contacting an owner through the service. The message, its outbox row and the throttle
+/// counts are written in one transaction, so a refused or failed request leaves no trace and an
+/// accepted one is always delivered (at least once). The recipient's address stays on the server.
+package struct ContactService: Sendable {
+    let client: PostgresClient
+    let contacts: ContactStore
+    let blocks: BlocksStore
+    let outbox: OutboxStore
+    let throttles: ThrottleStore
+    let templates: MailTemplates
+    let policy: ContactPolicy
+    let logger: Logger
+
+    package init(client: PostgresClient, outbox: OutboxStore, throttles: ThrottleStore, templates: MailTemplates,
+                 policy: ContactPolicy, logger: Logger) {
+        self.client = client
+        self.contacts = ContactStore(client: client, logger: logger)
+        self.blocks = BlocksStore(client: client, logger: logger)
+        self.outbox = outbox
+        self.throttles = throttles
+        self.templates = templates
+        self.policy = policy
+        self.logger = logger
+    }
+
+    package func contact(sender: UserRecord, target: ContactTarget, text: String, shareEmail: Bool) async throws -> UUID {
+        guard sender.emailVerifiedAt != nil else {
+            throw AppError.forbiddenCode("email-not-verified", "Verify your email address before contacting people")
+        }
+        return try await client.transaction(logger: logger) { connection in
+            guard let recipient = try await contacts.recipient(for: target, on: connection) else {
+                throw AppError.notFound("Nothing to contact there: no such user, copy or post")
+            }
+            try await checkAllowed(sender: sender, recipient: recipient, on: connection)
+            let message = templates.contact(to: recipient.email, recipient: recipient.username, sender: sender.username,
+                                            senderEmail: shareEmail ? sender.email : nil, bookTitle: recipient.bookTitle,
+                                            text: text)
+            let outboxID = try await outbox.enqueue(message, kind: .contact, on: connection)
+            let id = try await contacts.insert(sender: sender.id, recipient: recipient, message: text, shareEmail: shareEmail,
+                                               outboxID: outboxID, on: connection)
+            try await throttles.record(keys: [Self.hourKey(sender.id)], window: 3600, on: connection)
+            try await throttles.record(keys: [Self.pairKey(sender.id, recipient.id)], window: 86400, on: connection)
+            return id
+        }
+    }
+
+    package func sent(by sender: UUID, page: PageRequest) async throws -> Page<ContactView> {
+        page.page(try await contacts.sent(by: sender, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
+    }
+
+    /// Refusals in a fixed order, none of which says anything about the recipient's address.
+    private func checkAllowed(sender: UserRecord, recipient: ContactRecipient, on connection: PostgresConnection) async throws {
+        guard recipient.id != sender.id else { throw AppError.unprocessable("You cannot contact yourself") }
+        guard try await !blocks.isBlocked(between: sender.id, and: recipient.id, on: connection) else {
+            throw AppError.forbiddenCode("blocked", "You cannot contact this user")
+        }
+        guard recipient.emailVerified, try await !outbox.isSuppressed(recipient.email, on: connection) else {
+            throw AppError.unprocessable("This user cannot receive messages yet")
+        }
+        try await throttles.lock(key: Self.hourKey(sender.id), on: connection)
+        if let wait = try await throttles.retryAfter(key: Self.hourKey(sender.id), limit: policy.perHour, window: 3600, on: connection) {
+            throw AppError.throttled(retryAfterSeconds: wait)
+        }
+        if let wait = try await throttles.retryAfter(key: Self.pairKey(sender.id, recipient.id), limit: policy.perRecipientPerDay,
+                                                     window: 86400, on: connection) {
+            throw AppError.throttled(retryAfterSeconds: wait)
+        }
+    }
+
+    static func hourKey(_ sender: UUID) -> String { "contact:sender:\(sender.apiString)" }
+    static func pairKey(_ sender: UUID, _ recipient: UUID) -> String { "contact:pair:\(sender.apiString):\(recipient.apiString)" }
+}

@@ -1,0 +1,66 @@
+import BookwormCore
+import Foundation
+import NIOConcurrencyHelpers
+
+/// A clock that moves only when a test says so. Sleepers wake as soon as `advance` passes
+/// their deadline, so a test about expiry, backoff or leases never waits for real time.
+final class ManualClock: AppClock, @unchecked Sendable {
+    private struct Sleeper {
+        let deadline: Date
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private let state: NIOLockedValueBox<(now: Date, sleepers: [UUID: Sleeper])>
+
+    init(start: Date = Date()) {
+        state = NIOLockedValueBox((start, [:]))
+    }
+
+    func now() -> Date { state.withLockedValue { $0.now } }
+
+    func advance(by seconds: TimeInterval) {
+        let due: [Sleeper] = state.withLockedValue { state in
+            state.now = state.now.addingTimeInterval(seconds)
+            let now = state.now
+            let ready = state.sleepers.filter { $0.value.deadline <= now }
+            for key in ready.keys { state.sleepers[key] = nil }
+            return Array(ready.values)
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    /// How many tasks are asleep on this clock now.
+    var sleeperCount: Int { state.withLockedValue { $0.sleepers.count } }
+
+    func sleep(for duration: Duration) async throws {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let id = UUID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: Bool = state.withLockedValue { state in
+                    if Task.isCancelled || seconds <= 0 { return true }
+                    state.sleepers[id] = Sleeper(deadline: state.now.addingTimeInterval(seconds), continuation: continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let sleeper = state.withLockedValue { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
+    }
+}
+
+/// Waits for something a real process (or a server's background task) does, checking every
+/// `interval` until `deadline` seconds pass. For conditions only another process can make true;
+/// anything on our own clock is advanced instead.
+func eventually(within deadline: TimeInterval = 30, interval: Duration = .milliseconds(50),
+                _ condition: () async throws -> Bool) async throws -> Bool {
+    let end = Date().addingTimeInterval(deadline)
+    while Date() < end {
+        if try await condition() { return true }
+        try await Task.sleep(for: interval)
+    }
+    return try await condition()
+}
