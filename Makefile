@@ -13,7 +13,7 @@ TEST_DATA_DIR ?= $(shell \
 	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
 	else echo "$(CURDIR)/.bookworm/test"; fi)
 
-.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox seed stop-test-db clean
+.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -59,6 +59,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench nearby
 	$(SWIFT) run -c release --skip-build BookwormBench feed
 	$(SWIFT) run -c release --skip-build BookwormBench outbox
+	$(SWIFT) run -c release --skip-build BookwormBench json
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
@@ -74,6 +75,9 @@ bench-feed: bench-build
 
 bench-outbox: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench outbox
+
+bench-json: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench json
 
 seed: deps
 	$(SWIFT) run bookworm seed
