@@ -103,8 +103,9 @@ import Testing
 
     @Test func serveRefusesToStartWithPendingMigrationsAndNamesThem() async throws {
         try await withTestDatabase(empty: true) { settings, _ in
-            let app = try await buildApplication(config: .forTests(settings))
+            // Refused while building, before any service (worker, housekeeping) could start.
             do {
+                let app = try await buildApplication(config: .forTests(settings))
                 try await app.test(.router) { _ in }
                 Issue.record("the app must refuse to start")
             } catch let error as MigrationError {
