@@ -5,7 +5,7 @@ import PostgresNIO
 
 /// Where demo users live: a few dozen cities, weighted roughly by size, several of them beside
 /// the antimeridian and some far north or south, so nearby search meets its edge cases.
-enum SeedCities {
+package enum SeedCities {
     static let all: [(name: String, point: GeoPoint, weight: Int)] = [
         ("Berlin", GeoPoint(latitude: 52.52, longitude: 13.405), 8), ("Paris", GeoPoint(latitude: 48.857, longitude: 2.352), 9),
         ("London", GeoPoint(latitude: 51.507, longitude: -0.128), 10), ("Madrid", GeoPoint(latitude: 40.417, longitude: -3.704), 6),
@@ -25,7 +25,7 @@ enum SeedCities {
         ("Petropavlovsk", GeoPoint(latitude: 53.024, longitude: 158.643), 1), ("Anadyr", GeoPoint(latitude: 64.734, longitude: 177.514), 1),
     ]
 
-    static func pick(using generator: inout SystemRandomNumberGenerator) -> GeoPoint {
+    package static func pick(using generator: inout SystemRandomNumberGenerator) -> GeoPoint {
         let total = all.reduce(0) { $0 + $1.weight }
         var roll = Int.random(in: 0..<total, using: &generator)
         for city in all {
@@ -36,7 +36,7 @@ enum SeedCities {
     }
 
     /// A point around `centre`, denser near the middle (most within ~8 km), wrapped at ±180°.
-    static func scatter(around centre: GeoPoint, using generator: inout SystemRandomNumberGenerator) -> GeoPoint {
+    package static func scatter(around centre: GeoPoint, using generator: inout SystemRandomNumberGenerator) -> GeoPoint {
         let distance = pow(Double.random(in: 0..<1, using: &generator), 1.5) * 12 / Geo.earthRadiusKm * 180 / .pi
         let bearing = Double.random(in: 0..<(2 * .pi), using: &generator)
         let latitude = min(89.999, max(-89.999, centre.latitude + distance * cos(bearing)))
@@ -90,16 +90,5 @@ extension Seeder {
         try await client.query("VACUUM (ANALYZE) pins", logger: logger)
         try await client.query("VACUUM (ANALYZE) copies", logger: logger)
         return created
-    }
-}
-
-/// Query points for the nearby benchmark, drawn like the seeded homes.
-package enum BenchmarkPoints {
-    package static func cityWeighted(count: Int) -> [(latitude: Double, longitude: Double)] {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in
-            let point = SeedCities.scatter(around: SeedCities.pick(using: &generator), using: &generator)
-            return (point.latitude, point.longitude)
-        }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 
 /// A query parameter kept apart from its SQL text, so the benchmarks can write the very SQL the
-/// server binds as literals for pgbench (`BookwormBench/BenchmarkSQL.swift`).
+/// server binds as literals for pgbench (the bench target adds that rendering).
 package enum SQLValue: Sendable {
     case text(String?)
     case textArray([String]?)
