@@ -9,9 +9,12 @@ package struct VerificationStore: Sendable {
     package let client: PostgresClient
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package let clock: any AppClock
+
+    package init(client: PostgresClient, logger: Logger, clock: any AppClock = SystemClock()) {
         self.client = client
         self.logger = logger
+        self.clock = clock
     }
 
     static let codeLifetime: TimeInterval = 30 * 60
@@ -38,9 +41,9 @@ package struct VerificationStore: Sendable {
         try await connection.query("""
             INSERT INTO email_verifications (user_id, code_hash, attempts, expires_at)
             VALUES (\(userID), \(Self.codeHash(userID: userID, code: code)), 0,
-                    clock_timestamp() + make_interval(secs => \(Self.codeLifetime)))
+                    \(clock.now()) + make_interval(secs => \(Self.codeLifetime)))
             ON CONFLICT (user_id) DO UPDATE
-            SET code_hash = EXCLUDED.code_hash, attempts = 0, expires_at = EXCLUDED.expires_at, created_at = clock_timestamp()
+            SET code_hash = EXCLUDED.code_hash, attempts = 0, expires_at = EXCLUDED.expires_at, created_at = \(clock.now())
             """, logger: logger)
         return code
     }
@@ -51,7 +54,7 @@ package struct VerificationStore: Sendable {
     func checkCode(userID: UUID, code: String) async throws -> CodeCheck {
         try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query("""
-                SELECT code_hash, attempts, expires_at > clock_timestamp() FROM email_verifications
+                SELECT code_hash, attempts, expires_at > \(clock.now()) FROM email_verifications
                 WHERE user_id = \(userID) FOR UPDATE
                 """, logger: logger)
             var found: (ByteBuffer, Int, Bool)?
@@ -64,7 +67,7 @@ package struct VerificationStore: Sendable {
             }
             try await connection.query("DELETE FROM email_verifications WHERE user_id = \(userID)", logger: logger)
             try await connection.query("""
-                UPDATE users SET email_verified_at = coalesce(email_verified_at, clock_timestamp()), updated_at = clock_timestamp()
+                UPDATE users SET email_verified_at = coalesce(email_verified_at, \(clock.now())), updated_at = \(clock.now())
                 WHERE id = \(userID)
                 """, logger: logger)
             return .verified
@@ -76,7 +79,7 @@ package struct VerificationStore: Sendable {
         let token = "rst_" + SecureRandom.base64URL(SecureRandom.bytes(32))
         try await connection.query("""
             INSERT INTO password_resets (token_hash, user_id, expires_at)
-            VALUES (\(ByteBuffer(bytes: Digest.sha256(token))), \(userID), clock_timestamp() + make_interval(secs => \(Self.resetLifetime)))
+            VALUES (\(ByteBuffer(bytes: Digest.sha256(token))), \(userID), \(clock.now()) + make_interval(secs => \(Self.resetLifetime)))
             """, logger: logger)
         return token
     }
@@ -84,8 +87,8 @@ package struct VerificationStore: Sendable {
     /// Marks the token used and returns its user, when it is known, unused and unexpired.
     func consumeResetToken(_ token: String, on connection: PostgresConnection) async throws -> UUID? {
         let rows = try await connection.query("""
-            UPDATE password_resets SET used_at = clock_timestamp()
-            WHERE token_hash = \(ByteBuffer(bytes: Digest.sha256(token))) AND used_at IS NULL AND expires_at > clock_timestamp()
+            UPDATE password_resets SET used_at = \(clock.now())
+            WHERE token_hash = \(ByteBuffer(bytes: Digest.sha256(token))) AND used_at IS NULL AND expires_at > \(clock.now())
             RETURNING user_id
             """, logger: logger)
         for try await userID in rows.decode(UUID.self) { return userID }
@@ -95,13 +98,13 @@ package struct VerificationStore: Sendable {
     /// After a reset every other outstanding link is void too.
     func voidResetTokens(userID: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("""
-            UPDATE password_resets SET used_at = clock_timestamp() WHERE user_id = \(userID) AND used_at IS NULL
+            UPDATE password_resets SET used_at = \(clock.now()) WHERE user_id = \(userID) AND used_at IS NULL
             """, logger: logger)
     }
 
     func markEmailVerified(userID: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("""
-            UPDATE users SET email_verified_at = coalesce(email_verified_at, clock_timestamp()) WHERE id = \(userID)
+            UPDATE users SET email_verified_at = coalesce(email_verified_at, \(clock.now())) WHERE id = \(userID)
             """, logger: logger)
     }
 }

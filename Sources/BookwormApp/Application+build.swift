@@ -94,7 +94,7 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
     let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
     let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
     let accountMail = AccountMail(
-        client: client, users: users, sessions: sessions, verifications: VerificationStore(client: client, logger: logger),
+        client: client, users: users, sessions: sessions, verifications: VerificationStore(client: client, logger: logger, clock: config.clock),
         outbox: outbox, templates: templates, throttles: throttles, hasher: hasher, logger: logger)
     let accounts = AccountsService(
         client: client, users: users, sessions: sessions, throttles: throttles, hasher: hasher, mail: accountMail,

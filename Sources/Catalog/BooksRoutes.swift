@@ -22,7 +22,8 @@ package struct BooksRoutes: Sendable {
         let page = try PageRequest(request)
         let isbn = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
         let words = CatalogValidation.searchWords(try request.queryText("q"))
-        return try .json(try await books.list(isbn13: isbn, words: words, page: page), for: request)
+        let rows = try await books.list(isbn13: isbn, words: words, limit: page.limit + 1, after: page.after)
+        return try .json(page.page(rows, cursor: \.0, item: \.1), for: request)
     }
 
     @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -56,18 +56,19 @@ package struct BooksStore: Sendable {
 
     /// Newest first; `isbn` is an exact ISBN-13, `words` an accent-insensitive search with the
     /// last word matched as a prefix.
-    package func list(isbn13: String?, words: [String]?, page: PageRequest) async throws -> Page<BookView> {
+    /// Each book with its keyset position; `limit` rows at most.
+    package func list(isbn13: String?, words: [String]?, limit: Int, after: Cursor?) async throws -> [(Cursor, BookView)] {
         let rows = try await client.query("""
             SELECT \(unescaped: Self.columns) FROM books b
             WHERE (\(isbn13)::text IS NULL OR b.isbn13 = \(isbn13))
               AND (\(words)::text[] IS NULL OR b.search @@ bookworm_search_query(\(words)))
-              AND (\(page.after?.micros)::int8 IS NULL
-                   OR (b.created_at, b.id) < (timestamptz 'epoch' + \(page.after?.micros) * interval '1 microsecond', \(page.after?.id)))
+              AND (\(after?.micros)::int8 IS NULL
+                   OR (b.created_at, b.id) < (timestamptz 'epoch' + \(after?.micros) * interval '1 microsecond', \(after?.id)))
             ORDER BY b.created_at DESC, b.id DESC
-            LIMIT \(page.limit + 1)
+            LIMIT \(limit)
             """, logger: logger)
-        var collected: [Row] = []
-        for try await row in rows.decode(Row.self) { collected.append(row) }
-        return page.page(collected, cursor: { Cursor(micros: $0.8, id: $0.0) }, item: Self.view)
+        var collected: [(Cursor, BookView)] = []
+        for try await row in rows.decode(Row.self) { collected.append((Cursor(micros: row.8, id: row.0), Self.view(row))) }
+        return collected
     }
 }

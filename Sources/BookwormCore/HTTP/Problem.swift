@@ -2,54 +2,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-/// One field-level complaint inside a validation problem.
-package struct FieldError: Codable, Sendable, Equatable {
-    package var field: String
-    package var message: String
-    package init(_ field: String, _ message: String) {
-        self.field = field
-        self.message = message
-    }
-}
-
-/// Runs one field check, keeping its validation errors instead of throwing them, so a client
-/// hears about every bad field of a request at once.
-package func collectFieldErrors<T>(_ errors: inout [FieldError], _ check: () throws -> T) -> T? {
-    do {
-        return try check()
-    } catch AppError.validation(let fieldErrors) {
-        errors += fieldErrors
-        return nil
-    } catch {
-        errors.append(FieldError("body", "\(error)"))
-        return nil
-    }
-}
-
-/// Every error the API answers on purpose. Anything else that escapes a handler is a logged 500.
-package enum AppError: Error, Sendable, Equatable {
-    case validation([FieldError])
-    case malformedBody(String)
-    case unauthorized(code: String, detail: String)
-    case forbidden(String)
-    /// 403 with its own problem type, for refusals a client should tell apart.
-    case forbiddenBecause(code: String, detail: String)
-    case notFound(String)
-    case methodNotAllowed(allowed: [String])
-    case conflict(code: String, detail: String, field: String?)
-    case payloadTooLarge(limit: Int)
-    case unsupportedMediaType(String)
-    case unprocessable(String)
-    case throttled(retryAfterSeconds: Int)
-    case overloaded(retryAfterSeconds: Int)
-    case unavailable(String)
-
-    package static func forbiddenCode(_ code: String, _ detail: String) -> AppError { .forbiddenBecause(code: code, detail: detail) }
-
-    package static func invalid(_ field: String, _ message: String) -> AppError {
-        .validation([FieldError(field, message)])
-    }
-
+/// The HTTP edge of `AppError`: its status, problem+json body and extra headers.
+extension AppError {
     package var status: HTTPResponse.Status {
         switch self {
         case .validation, .malformedBody: .badRequest
@@ -118,7 +72,6 @@ package enum AppError: Error, Sendable, Equatable {
         }
     }
 }
-
 /// RFC 9457 problem details body.
 package struct Problem: Encodable, Sendable {
     static let typeBase = "https://bookworm.example/problems/"
