@@ -104,9 +104,14 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
-    /// A client for short admin work (migrations, creating databases) outside the app's pool.
+    /// A client for short admin work (migrations, creating databases) outside the app's pool,
+    /// run through `whileRunning`. Its first lease always races `run()` starting in a sibling
+    /// task, and PostgresNIO warns about that race though the lease just waits; so its own
+    /// background log keeps errors only (a failed query still throws to the caller).
     package func makeClient(poolSize: Int = 4, logger: Logger) -> PostgresClient {
-        PostgresClient(configuration: clientConfiguration(poolSize: poolSize), backgroundLogger: logger)
+        var background = logger
+        background.logLevel = max(logger.logLevel, .error)
+        return PostgresClient(configuration: clientConfiguration(poolSize: poolSize), backgroundLogger: background)
     }
 }
 
