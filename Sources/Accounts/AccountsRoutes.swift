@@ -26,7 +26,7 @@ package struct AccountsRoutes: Sendable {
         authenticated.post("me/password", use: changePassword)
     }
 
-    @Sendable package func register(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func register(_ request: Request, context: AppRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeStrict(RegisterBody.self, context: context)
         var errors: [FieldError] = []

@@ -34,7 +34,7 @@ package struct AccountsService: Sendable {
         let password: String
     }
 
-    package func register(_ input: Registration, clientAddress: String) async throws -> (UserRecord, SessionStore.Issued) {
+    func register(_ input: Registration, clientAddress: String) async throws -> (UserRecord, SessionStore.Issued) {
         let ipKey = "register:ip:\(clientAddress)"
         if let wait = try await throttles.retryAfter(key: ipKey, limit: policy.registrations, window: policy.registrationWindow) {
             throw AppError.throttled(retryAfterSeconds: wait)

@@ -17,7 +17,7 @@ package struct BlocksRoutes: Sendable {
         authenticated.delete("users/:username/block", use: unblock)
     }
 
-    @Sendable package func block(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func block(_ request: Request, context: AppRequestContext) async throws -> Response {
         let me = try context.requireSession().user.id
         let other = try await target(context)
         guard other != me else { throw AppError.unprocessable("You cannot block yourself") }

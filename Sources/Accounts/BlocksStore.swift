@@ -23,7 +23,7 @@ package struct BlocksStore: Sendable {
         """
     }
 
-    package func block(_ blocked: UUID, by blocker: UUID) async throws {
+    func block(_ blocked: UUID, by blocker: UUID) async throws {
         try await client.query("""
             INSERT INTO blocks (blocker_id, blocked_id) VALUES (\(blocker), \(blocked)) ON CONFLICT DO NOTHING
             """, logger: logger)

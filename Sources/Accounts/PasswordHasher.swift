@@ -30,7 +30,7 @@ package final class PasswordHasher: Service, Sendable {
         }
 
         /// The cheapest parameters libsodium accepts: for tests, never for production.
-        package static let fastForTests = Settings(memoryLimitBytes: 8 * 1024, operationsLimit: 1, concurrency: 2, queueLimit: 64)
+        static let fastForTests = Settings(memoryLimitBytes: 8 * 1024, operationsLimit: 1, concurrency: 2, queueLimit: 64)
     }
 
     package let settings: Settings
@@ -39,10 +39,10 @@ package final class PasswordHasher: Service, Sendable {
     private let completed = Mutex(0)
 
     /// Argon2 computations finished so far (hashes and verifications alike).
-    package var completedCount: Int { completed.withLock { $0 } }
+    var completedCount: Int { completed.withLock { $0 } }
     /// Computations running at this moment, and the most that ever ran at once.
     private let running = Mutex((now: 0, peak: 0))
-    package var peakConcurrency: Int { running.withLock { $0.peak } }
+    var peakConcurrency: Int { running.withLock { $0.peak } }
     /// A hash of a random password, verified against when the account does not exist so that
     /// an unknown login costs the same time as a wrong password.
     private let dummyHash: String
@@ -74,7 +74,7 @@ package final class PasswordHasher: Service, Sendable {
     }
 
     /// True when `hash` was made with other parameters than the current ones.
-    package func needsRehash(_ hash: String) -> Bool {
+    func needsRehash(_ hash: String) -> Bool {
         crypto_pwhash_str_needs_rehash(hash, UInt64(settings.operationsLimit), settings.memoryLimitBytes) != 0
     }
 

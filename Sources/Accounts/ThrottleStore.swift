@@ -52,7 +52,7 @@ package struct ThrottleStore: Sendable {
         try await client.query(query, on: connection, logger: logger)
     }
 
-    package func reset(key: String) async throws {
+    func reset(key: String) async throws {
         try await client.query("DELETE FROM throttle_events WHERE key = \(key)", logger: logger)
     }
 

@@ -11,10 +11,10 @@ package struct Config: Sendable {
     package var host: String
     package var port: Int
     /// `nil` means: start the embedded PostgreSQL cluster under `dataDirectory`.
-    package var databaseURL: String?
+    var databaseURL: String?
     package var dataDirectory: String
-    package var databasePoolSize: Int
-    package var hashing: PasswordHasher.Settings
+    var databasePoolSize: Int
+    var hashing: PasswordHasher.Settings
     package var sessions: SessionPolicy
     package var throttles: ThrottlePolicy
     package var feed: FeedPolicy

@@ -21,7 +21,7 @@ package struct Seeder: Sendable {
     }
 
     /// Every demo user's password, so a person can sign in as any of them.
-    package static let demoPassword = "bookworm-demo-password"
+    static let demoPassword = "bookworm-demo-password"
     package let client: PostgresClient
     package let logger: Logger
     package let batch = 5000

@@ -37,7 +37,7 @@ package struct CopiesService: Sendable {
     }
 
     /// Withdrawn copies are the owner's business only; others are told there is no such copy.
-    package func visible(_ id: UUID) async throws -> CopyView {
+    func visible(_ id: UUID) async throws -> CopyView {
         guard let copy = try await copies.get(id), copy.status != CopyStatus.withdrawn.rawValue else {
             throw AppError.notFound("No copy with id \(id.apiString)")
         }
@@ -84,7 +84,7 @@ package struct CopiesService: Sendable {
 
     /// Stores the picture (content-addressed) and returns its id; the one it replaces goes
     /// when no copy shows it any more.
-    package func setPhoto(owner: UUID, id: UUID, bytes: Data, contentType: String) async throws -> String {
+    func setPhoto(owner: UUID, id: UUID, bytes: Data, contentType: String) async throws -> String {
         try await client.transaction(logger: logger) { connection in
             let previous = try await copies.lockOwned(id, by: owner, on: connection)
             let photoID = try await photos.put(ByteBuffer(bytes: bytes), contentType: contentType, on: connection)
@@ -94,7 +94,7 @@ package struct CopiesService: Sendable {
         }
     }
 
-    package func photo(_ id: String) async throws -> (contentType: String, bytes: ByteBuffer) {
+    func photo(_ id: String) async throws -> (contentType: String, bytes: ByteBuffer) {
         guard id.count == 64, let photo = try await photos.get(id) else { throw AppError.notFound("No photo with id \(id.prefix(64))") }
         return photo
     }

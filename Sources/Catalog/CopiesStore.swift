@@ -11,7 +11,7 @@ package struct CopyFilter: Sendable {
     package var condition: String?
     package var ownerID: UUID?
     /// Nil: available copies only (the library). Set: the owner's own list, every status.
-    package var includeAllStatuses = false
+    var includeAllStatuses = false
     /// The signed-in reader: copies of anyone they blocked, or who blocked them, are left out.
     package var viewerID: UUID?
 
@@ -154,7 +154,7 @@ package struct CopiesStore: Sendable {
 
 extension FieldUpdate {
     /// (whether to set, the value to set) for a `CASE WHEN` in SQL.
-    package var parts: (Bool, Value?) {
+    var parts: (Bool, Value?) {
         switch self {
         case .unchanged: (false, nil)
         case .set(let value): (true, value)

@@ -67,7 +67,7 @@ extension PostView: JSONWritable {
 package struct FeedFilter: Sendable {
     package var kind: PostKind?
     /// A username, matched case-insensitively.
-    package var author: String?
+    var author: String?
     package var bookID: UUID?
     /// With a location: only posts whose pin's public point is within the radius.
     package var near: NearbyArea?
@@ -92,7 +92,7 @@ package struct NearbyArea: Sendable {
 package struct FeedPolicy: Sendable {
     package var postsPerHour: Int
     /// The same body again within this many seconds is a 409.
-    package var duplicateWindow: TimeInterval
+    var duplicateWindow: TimeInterval
 
     package init(postsPerHour: Int = 20, duplicateWindow: TimeInterval = 60) {
         self.postsPerHour = postsPerHour

@@ -30,7 +30,7 @@ package struct ContactRoutes: Sendable {
         return try .json(["id": id.apiString, "status": "queued"], status: .accepted, for: request)
     }
 
-    package static func validate(_ body: ContactBody) throws -> (ContactTarget, String) {
+    static func validate(_ body: ContactBody) throws -> (ContactTarget, String) {
         var errors: [FieldError] = []
         let text = collectFieldErrors(&errors) { try FeedValidation.body(body.message, field: "message") }
         var targets: [ContactTarget] = []

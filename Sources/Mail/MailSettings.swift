@@ -5,8 +5,8 @@ import Logging
 /// Where mail goes and how the outbox worker behaves (README, Configuration).
 package struct MailSettings: Sendable {
     /// nil: the maildir transport under the data folder.
-    package var smtpURL: String?
-    package var smtpTimeoutSeconds = 30
+    var smtpURL: String?
+    var smtpTimeoutSeconds = 30
     package var from = "Bookworm <no-reply@bookworm.localhost>"
     /// Where password-reset links point.
     package var publicBaseURL = "http://127.0.0.1:8080"

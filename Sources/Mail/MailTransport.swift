@@ -15,11 +15,11 @@ package enum DeliveryOutcome: Sendable, Equatable {
 
 /// One message as a transport sees it.
 package struct OutgoingMessage: Sendable {
-    package let messageID: String
-    package let envelopeFrom: String
+    let messageID: String
+    let envelopeFrom: String
     package let recipient: String
     /// RFC 5322 text with CRLF line ends.
-    package let content: String
+    let content: String
 }
 
 /// Where mail goes. A session covers one batch, so a transport can keep its connection open

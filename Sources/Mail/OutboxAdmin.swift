@@ -80,7 +80,7 @@ package struct OutboxAdmin: Sendable {
         return String(address[address.startIndex]) + "***" + address[at...]
     }
 
-    package static func age(_ seconds: Double) -> String {
+    static func age(_ seconds: Double) -> String {
         switch seconds {
         case ..<120: "\(Int(seconds)) s"
         case ..<7200: "\(Int(seconds / 60)) min"

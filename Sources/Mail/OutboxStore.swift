@@ -65,7 +65,7 @@ package struct OutboxStore: Sendable {
 
     /// Due rows, oldest first, locked past other workers (`SKIP LOCKED`) and leased to `worker`.
     /// A row whose lease ran out (its worker died) is due again.
-    package func claim(worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedMessage] {
+    func claim(worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedMessage] {
         let rows = try await client.query("""
             WITH due AS (
                 SELECT id FROM outbox_messages
@@ -146,7 +146,7 @@ package struct OutboxStore: Sendable {
     }
 
     /// On shutdown: rows claimed but not sent become due again at once, the attempt not counted.
-    package func release(_ ids: [UUID], worker: UUID) async throws {
+    func release(_ ids: [UUID], worker: UUID) async throws {
         guard !ids.isEmpty else { return }
         try await client.query("""
             UPDATE outbox_messages

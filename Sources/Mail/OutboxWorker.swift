@@ -9,14 +9,14 @@ import ServiceLifecycle
 package struct OutboxPolicy: Sendable {
     package var batchSize = 50
     /// How long a claimed row stays this worker's; past it, the row is due again.
-    package var lease: TimeInterval = 120
+    var lease: TimeInterval = 120
     /// Polling fallback when no notification arrives.
-    package var pollInterval: TimeInterval = 5
-    package var maxAttempts = 12
+    var pollInterval: TimeInterval = 5
+    var maxAttempts = 12
     /// First retry delay; each further one doubles (capped at `maxDelay`), with ±25 % jitter.
     /// 12 attempts from 60 s span about a day.
-    package var baseDelay: TimeInterval = 60
-    package var maxDelay: TimeInterval = 4 * 3600
+    var baseDelay: TimeInterval = 60
+    var maxDelay: TimeInterval = 4 * 3600
     /// Days a failed message keeps its content, for `bookworm outbox retry`; then it is dropped.
     package var failedRetentionDays = 30
 
@@ -33,7 +33,7 @@ package struct OutboxPolicy: Sendable {
 /// process or many) share the table safely: `FOR UPDATE SKIP LOCKED` and a lease keep a row
 /// with one worker at a time. Wakes on `NOTIFY outbox`, and polls in case one is missed.
 package struct OutboxWorker: Service {
-    package let store: OutboxStore
+    let store: OutboxStore
     package let transport: any MailTransport
     package let policy: OutboxPolicy
     package let logger: Logger

@@ -14,7 +14,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     package var username: String
     package var password: String?
     package var database: String
-    package var requireTLS: Bool
+    var requireTLS: Bool
 
     package init(endpoint: Endpoint, username: String, password: String?, database: String, requireTLS: Bool = false) {
         self.endpoint = endpoint
@@ -52,14 +52,14 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         requireTLS = ["require", "verify-ca", "verify-full"].contains(sslmode)
     }
 
-    package func withDatabase(_ name: String) -> DatabaseSettings {
+    func withDatabase(_ name: String) -> DatabaseSettings {
         var copy = self
         copy.database = name
         return copy
     }
 
     /// The URL form, password included: for handing to a child configuration, never for logs.
-    package var connectionURL: String {
+    var connectionURL: String {
         let user = username.addingPercentEncoding(withAllowedCharacters: .urlUserAllowed) ?? username
         let secret = password.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .urlPasswordAllowed) }.map { ":\($0)" } ?? ""
         switch endpoint {

@@ -21,7 +21,7 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
     private let lock = NSLock()
     private var startedByUs = false
 
-    package static let superuser = "bookworm"
+    static let superuser = "bookworm"
 
     package init(dataDirectory: String, logger: Logger, fastAndLoose: Bool = false, serverOptions: String? = nil) {
         let base = URL(fileURLWithPath: dataDirectory, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
@@ -31,7 +31,7 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
         self.serverOptions = serverOptions
     }
 
-    package var socketPath: String { clusterDirectory + "/.s.PGSQL.5432" }
+    var socketPath: String { clusterDirectory + "/.s.PGSQL.5432" }
 
     package func settings(database: String) -> DatabaseSettings {
         DatabaseSettings(endpoint: .socket(path: socketPath), username: Self.superuser, password: nil, database: database)

@@ -8,7 +8,7 @@ import NIOCore
 /// for throttling, and the request id echoed in `X-Request-Id`.
 package struct AppRequestContext: RequestContext {
     package var coreContext: CoreRequestContextStorage
-    package let remoteAddress: String?
+    let remoteAddress: String?
     package var session: AuthenticatedSession?
     var requestID: String = ""
     package var maxBodyBytes: Int = 1 << 20
