@@ -10,6 +10,12 @@ let common: [Target.Dependency] = [
     .product(name: "HTTPTypes", package: "swift-http-types"),
 ]
 
+let rooms: [Target.Dependency] = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp"]
+let testDependencies: [Target.Dependency] = rooms + [
+    "BookwormTestSupport",
+    .product(name: "HummingbirdTesting", package: "hummingbird"),
+]
+
 let package = Package(
     name: "bookworm",
     platforms: [.macOS(.v14)],
@@ -80,12 +86,20 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
-        .testTarget(
-            name: "BookwormTests",
-            dependencies: [
-                "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-            ]
+        // Helpers every test target shares: a database per test, the app, a real SMTP sink, a manual clock.
+        .target(
+            name: "BookwormTestSupport",
+            dependencies: rooms + [.product(name: "HummingbirdTesting", package: "hummingbird")],
+            path: "Tests/Support"
         ),
+        // One test target per room.
+        .testTarget(name: "BookwormCoreTests", dependencies: testDependencies),
+        .testTarget(name: "MailTests", dependencies: testDependencies),
+        .testTarget(name: "AccountsTests", dependencies: testDependencies),
+        .testTarget(name: "PlacesTests", dependencies: testDependencies),
+        .testTarget(name: "CatalogTests", dependencies: testDependencies),
+        .testTarget(name: "DiscoveryTests", dependencies: testDependencies),
+        .testTarget(name: "ExchangeTests", dependencies: testDependencies),
+        .testTarget(name: "BookwormAppTests", dependencies: testDependencies),
     ]
 )

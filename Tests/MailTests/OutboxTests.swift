@@ -12,6 +12,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 extension TestApp {
     /// Queues `count` messages straight through the store, as a business transaction would.

@@ -27,7 +27,7 @@ final class SMTPSink: @unchecked Sendable {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-sink-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("smtp_sink.py").path
+            .appendingPathComponent("smtp_sink.py").path
         // Debian's interpreter, where python3-aiosmtpd is installed (a pyenv `python3` may lack it).
         // Spawned with default signal dispositions: Foundation's Process would pass on the
         // test process's ignored SIGTERM, and the sink could then never be stopped.

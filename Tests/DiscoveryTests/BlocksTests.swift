@@ -10,6 +10,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 @Suite struct BlocksTests {
     /// A block hides each from the other in nearby results, the library and the feed, both

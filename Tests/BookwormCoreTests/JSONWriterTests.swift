@@ -8,6 +8,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 /// `JSONWriter` must write exactly what `JSONEncoder.api` writes for every `JSONWritable`
 /// type, so clients and ETags cannot tell which one produced a page.

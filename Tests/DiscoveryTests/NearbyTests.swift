@@ -11,6 +11,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 extension TestApp {
     /// Every row of a nearest-first list, following cursors.

@@ -12,6 +12,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 @Suite struct WorkerProcessTests {
     /// The `bookworm` executable built beside this test binary.

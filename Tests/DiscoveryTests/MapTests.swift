@@ -11,6 +11,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 @Suite struct MapTests {
     func markers(_ app: TestApp, _ query: String, token: String) async throws -> [[String: Any]] {

@@ -11,49 +11,8 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
-extension TestApp {
-    @discardableResult
-    func addPost(_ token: String, kind: String = "offer", body: String = "Swapping paperbacks",
-                 extra: [String: any Sendable] = [:]) async throws -> [String: Any] {
-        var json: [String: any Sendable] = ["kind": kind, "body": body]
-        json.merge(extra) { $1 }
-        let response = try await request(.post, "/v1/posts", json: json, token: token)
-        guard response.status == .created else { throw TestFailure("add post: \(response.status) \(String(buffer: response.body))") }
-        return try response.jsonObject()
-    }
-
-    /// Every post id of a feed, following cursors.
-    func feedIDs(_ path: String, token: String? = nil, limit: Int = 100) async throws -> [String] {
-        var ids: [String] = []
-        var cursor: String?
-        let separator = path.contains("?") ? "&" : "?"
-        repeat {
-            let url = path + separator + "limit=\(limit)" + (cursor.map { "&cursor=\($0)" } ?? "")
-            let response = try await request(.get, url, token: token)
-            guard response.status == .ok else { throw TestFailure("feed \(url): \(response.status) \(String(buffer: response.body))") }
-            let body = try response.jsonObject()
-            ids += (body["data"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
-            cursor = body["next_cursor"] as? String
-        } while cursor != nil
-        return ids
-    }
-
-    /// Posts inserted straight into the table (past the hourly limit), oldest first.
-    func insertPosts(author: String, count: Int, pin: String? = nil) async throws -> [String] {
-        let authorID = try #require(UUID(uuidString: author))
-        let pinID = pin.flatMap(UUID.init(uuidString:))
-        var ids: [String] = []
-        for index in 0..<count {
-            let rows = try await db.query("""
-                INSERT INTO posts (author_id, kind, body, pin_id) VALUES (\(authorID), 'offer', \("post \(index)"), \(pinID))
-                RETURNING id
-                """)
-            for try await id in rows.decode(UUID.self) { ids.append(id.apiString) }
-        }
-        return ids
-    }
-}
 
 @Suite struct FeedTests {
     @Test func newUserPostsAnOfferAndAWantedNoteSeesThemNearbyAndDeletesTheOffer() async throws {

@@ -11,24 +11,8 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
-extension TestApp {
-    @discardableResult
-    func addCopy(_ token: String, title: String = "A Book", authors: [String] = ["Someone"], isbn: String? = nil,
-                 condition: String = "good") async throws -> [String: Any] {
-        var body: [String: any Sendable] = ["title": title, "authors": authors, "condition": condition]
-        if let isbn { body["isbn"] = isbn }
-        let response = try await request(.post, "/v1/me/copies", json: body, token: token)
-        guard response.status == .created else { throw TestFailure("add copy: \(response.status) \(String(buffer: response.body))") }
-        return try response.jsonObject()
-    }
-
-    func page(_ path: String) async throws -> (ids: [String], next: String?) {
-        let body = try await request(.get, path).jsonObject()
-        let data = body["data"] as? [[String: Any]] ?? []
-        return (data.compactMap { $0["id"] as? String }, body["next_cursor"] as? String)
-    }
-}
 
 /// Minimal valid headers of each accepted format.
 enum SampleImage {

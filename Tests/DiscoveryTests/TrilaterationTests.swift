@@ -10,6 +10,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 /// An observer who queries nearby lists and the map from many places must learn nothing about where inside its ~1 km
 /// cell a home pin really is: every answer stays byte-identical while the home moves.

@@ -10,6 +10,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 @Suite struct MigratorTests {
     let logger = Logger(label: "test")

@@ -13,6 +13,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 @Suite struct HTTPTests {
     @Test func unknownRouteIsProblemJSON404() async throws {

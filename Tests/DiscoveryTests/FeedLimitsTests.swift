@@ -11,6 +11,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 @Suite struct FeedLimitsTests {
     @Test func postingPastTheHourlyLimitIsThrottledAndDeletingDoesNotFreeASlot() async throws {

@@ -10,22 +10,8 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
-extension TestApp {
-    @discardableResult
-    func addPin(_ token: String, label: String = "Home", latitude: Double = 52.52, longitude: Double = 13.405,
-                kind: String = "home", isDefault: Bool? = nil) async throws -> [String: Any] {
-        var body: [String: any Sendable] = ["label": label, "latitude": latitude, "longitude": longitude, "kind": kind]
-        if let isDefault { body["is_default"] = isDefault }
-        let response = try await request(.post, "/v1/me/pins", json: body, token: token)
-        guard response.status == .created else { throw TestFailure("add pin: \(response.status) \(String(buffer: response.body))") }
-        return try response.jsonObject()
-    }
-
-    func pins(_ token: String) async throws -> [[String: Any]] {
-        try await request(.get, "/v1/me/pins", token: token).jsonObject()["data"] as? [[String: Any]] ?? []
-    }
-}
 
 @Suite struct PinsTests {
     @Test func homePinsPublishTheirCellCentreMeetupsTheirExactPoint() async throws {

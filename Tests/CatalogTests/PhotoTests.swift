@@ -11,6 +11,7 @@ import Testing
 @testable import Discovery
 @testable import Exchange
 @testable import BookwormApp
+@testable import BookwormTestSupport
 
 extension TestApp {
     func putPhoto(_ copyID: String, _ bytes: Data, type: String, token: String) async throws -> TestResponse {
