@@ -65,18 +65,54 @@ import Testing
     }
 
     @Test func concurrentUpRunsApplyEachFileOnce() async throws {
-        try await withTestDatabase(empty: true) { settings, _ in
-            // Not idempotent on purpose: applying either file twice would fail.
+        try await withTestDatabase(empty: true) { settings, db in
+            // File 1 waits on a lock this test holds, so one runner is provably inside the
+            // migration while the other waits for the migrator's lock. Not idempotent on purpose:
+            // applying either file twice would fail.
+            let gate = 4242
             let migrator = Migrator(migrations: [
-                Migration(version: 1, name: "a", sql: "CREATE TABLE a (id int); SELECT pg_sleep(0.3)"),
+                Migration(version: 1, name: "a", sql: "CREATE TABLE a (id int); SELECT pg_advisory_xact_lock(\(gate))"),
                 Migration(version: 2, name: "b", sql: "CREATE TABLE b (id int)"),
             ])
-            let clientA = settings.makeClient(poolSize: 1, logger: logger)
-            let clientB = settings.makeClient(poolSize: 1, logger: logger)
-            async let first = clientA.whileRunning { try await migrator.up(client: $0, logger: logger).count }
-            async let second = clientB.whileRunning { try await migrator.up(client: $0, logger: logger).count }
-            let counts = try await [first, second]
-            #expect(counts.sorted() == [0, 2])
+            let holder = settings.makeClient(poolSize: 1, logger: logger)
+            try await holder.whileRunning { holder in
+                try await holder.withConnection { gateConnection in
+                    try await gateConnection.query("SELECT pg_advisory_lock(\(gate))", logger: logger)
+                    let runners = Task {
+                        await withTaskGroup(of: Result<Int, any Error>.self) { group in
+                            for _ in 0..<2 {
+                                group.addTask {
+                                    await outcome {
+                                        try await settings.makeClient(poolSize: 1, logger: logger)
+                                            .whileRunning { try await migrator.up(client: $0, logger: logger).count }
+                                    }
+                                }
+                            }
+                            return await group.reduce(into: []) { $0.append($1) }
+                        }
+                    }
+                    // Both runners are in the database at once: one blocked on the gate inside
+                    // file 1, the other on the migrator's own lock.
+                    let bothWaiting = try await eventually(within: 20) {
+                        // A bigint advisory key shows as classid (high half) and objid (low half).
+                        let rows = try await db.query("""
+                            WITH waiting AS (
+                                SELECT (classid::int8 << 32) | objid::int8 AS key FROM pg_locks
+                                WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted
+                            )
+                            SELECT count(*) FILTER (WHERE key = \(Int64(gate)))::int8,
+                                   count(*) FILTER (WHERE key = \(Migrator.lockKey))::int8
+                            FROM waiting
+                            """)
+                        for try await (atGate, atMigrator) in rows.decode((Int, Int).self) { return atGate == 1 && atMigrator == 1 }
+                        return false
+                    }
+                    #expect(bothWaiting)
+                    try await gateConnection.query("SELECT pg_advisory_unlock(\(gate))", logger: logger)
+                    let counts = await runners.value.map { try? $0.get() }
+                    #expect(counts.compactMap { $0 }.sorted() == [0, 2])
+                }
+            }
             let check = settings.makeClient(poolSize: 1, logger: logger)
             let versions = try await check.whileRunning { try await appliedVersions($0) }
             #expect(versions == [1, 2])
@@ -139,4 +175,9 @@ import Testing
     func sqlScriptSplitsOnlyOnStatementSemicolons(script: String, count: Int) {
         #expect(SQLScript.statements(script).count == count)
     }
+}
+
+/// The value or the error, so one runner's failure neither hides nor cancels the other's.
+private func outcome(_ body: () async throws -> Int) async -> Result<Int, any Error> {
+    do { return .success(try await body()) } catch { return .failure(error) }
 }
