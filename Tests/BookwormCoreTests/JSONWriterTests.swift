@@ -1,13 +1,9 @@
 import Foundation
 import Testing
 @testable import BookwormCore
-@testable import Mail
-@testable import Accounts
 @testable import Places
 @testable import Catalog
 @testable import Discovery
-@testable import Exchange
-@testable import BookwormApp
 @testable import BookwormTestSupport
 
 /// `JSONWriter` must write exactly what `JSONEncoder.api` writes for every `JSONWritable`

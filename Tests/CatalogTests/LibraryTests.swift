@@ -4,13 +4,6 @@ import HummingbirdTesting
 import PostgresNIO
 import Testing
 @testable import BookwormCore
-@testable import Mail
-@testable import Accounts
-@testable import Places
-@testable import Catalog
-@testable import Discovery
-@testable import Exchange
-@testable import BookwormApp
 @testable import BookwormTestSupport
 
 

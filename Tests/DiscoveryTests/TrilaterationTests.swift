@@ -3,13 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import Testing
 @testable import BookwormCore
-@testable import Mail
-@testable import Accounts
 @testable import Places
-@testable import Catalog
-@testable import Discovery
-@testable import Exchange
-@testable import BookwormApp
 @testable import BookwormTestSupport
 
 /// An observer who queries nearby lists and the map from many places must learn nothing about where inside its ~1 km

@@ -7,10 +7,6 @@ import Testing
 @testable import BookwormCore
 @testable import Mail
 @testable import Accounts
-@testable import Places
-@testable import Catalog
-@testable import Discovery
-@testable import Exchange
 @testable import BookwormApp
 @testable import BookwormTestSupport
 
