@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 @testable import BookwormCore
@@ -115,8 +116,22 @@ extension TestApp {
                 let ids = try await app.enqueue(to: (0..<60).map { "reader\($0)@example.org" })
                 var policy = OutboxPolicy.forTests()
                 policy.batchSize = 7
-                let first = try app.worker(sink, policy: policy)
-                let second = try app.worker(sink, policy: policy)
+                // The first worker holds its claimed batch until the second has claimed another
+                // and sent from it: both hold claims at the same moment, so SKIP LOCKED and the
+                // lease are what keep them apart, not luck in scheduling.
+                let arrived = SendGate(), released = SendGate()
+                let sent = NIOLockedValueBox((first: 0, second: 0))
+                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let first = OutboxWorker(
+                    client: app.db,
+                    transport: ObservedTransport(inner: smtp, before: { arrived.open(); await released.wait() },
+                                                 after: { sent.withLockedValue { $0.first += 1 } }),
+                    policy: policy, logger: Logger(label: "first"), clock: app.clock)
+                let second = OutboxWorker(
+                    client: app.db,
+                    transport: ObservedTransport(inner: smtp, before: { await arrived.wait() },
+                                                 after: { released.open(); sent.withLockedValue { $0.second += 1 } }),
+                    policy: policy, logger: Logger(label: "second"), clock: app.clock)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for worker in [first, second] {
                         group.addTask { while try await worker.drainOnce() > 0 {} }
@@ -127,6 +142,7 @@ extension TestApp {
                 #expect(received.count == 60)
                 #expect(Set(received) == Set(ids))
                 #expect(try await app.outboxStatuses().allSatisfy { $0 == "sent" })
+                #expect(sent.withLockedValue { $0.first > 0 && $0.second > 0 })
             }
         }
     }
@@ -147,5 +163,56 @@ extension TestApp {
             for message in again { try await store.markSent(message.id, worker: crashed) }
             #expect(try await app.outboxStatuses() == ["queued"])
         }
+    }
+}
+
+/// Holds whoever waits on it until it is opened (once, for good).
+final class SendGate: Sendable {
+    private let state = NIOLockedValueBox<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLockedValue { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+}
+
+/// A transport that runs `before` ahead of each send and `after` once it is done.
+struct ObservedTransport: MailTransport {
+    let inner: any MailTransport
+    var before: @Sendable () async -> Void = {}
+    var after: @Sendable () -> Void = {}
+
+    func openSession() async throws -> any MailSession {
+        Session(inner: try await inner.openSession(), before: before, after: after)
+    }
+
+    struct Session: MailSession {
+        let inner: any MailSession
+        let before: @Sendable () async -> Void
+        let after: @Sendable () -> Void
+
+        func send(_ message: OutgoingMessage) async -> DeliveryOutcome {
+            await before()
+            let outcome = await inner.send(message)
+            after()
+            return outcome
+        }
+
+        func close() async { await inner.close() }
     }
 }
