@@ -147,6 +147,26 @@ extension TestApp {
         }
     }
 
+    /// A crash mid-batch may repeat only the message in flight: each one is marked sent as soon
+    /// as the server took it, not at the end of the batch.
+    @Test func eachMessageIsMarkedSentAsSoonAsTheServerTakesIt() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                try await app.enqueue(to: (0..<4).map { "reader\($0)@example.org" })
+                let seen = NIOLockedValueBox<[Int]>([])
+                let transport = ObservedTransport(inner: SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10)),
+                                                  before: {
+                                                      let sent = (try? await app.outboxStatuses().filter { $0 == "sent" }.count) ?? -1
+                                                      seen.withLockedValue { $0.append(sent) }
+                                                  })
+                let worker = OutboxWorker(client: app.db, transport: transport, policy: .forTests(), logger: Logger(label: "t"),
+                                          clock: app.clock)
+                #expect(try await worker.drainOnce() == 4)
+                #expect(seen.withLockedValue { $0 } == [0, 1, 2, 3])
+            }
+        }
+    }
+
     @Test func anExpiredLeaseMakesTheRowDueAgain() async throws {
         try await withApp { app in
             try await app.enqueue(to: ["late@example.org"])
