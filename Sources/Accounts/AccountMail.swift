@@ -10,11 +10,11 @@ package struct AccountMail: Sendable {
     package let client: PostgresClient
     package let users: AccountsStore
     package let sessions: SessionStore
-    package let verifications: VerificationStore
+    let verifications: VerificationStore
     package let outbox: OutboxStore
     package let templates: MailTemplates
     package let throttles: ThrottleStore
-    package let hasher: PasswordHasher
+    let hasher: PasswordHasher
     package let logger: Logger
 
     package init(client: PostgresClient, users: AccountsStore, sessions: SessionStore, verifications: VerificationStore, outbox: OutboxStore, templates: MailTemplates, throttles: ThrottleStore, hasher: PasswordHasher, logger: Logger) {
@@ -32,7 +32,7 @@ package struct AccountMail: Sendable {
     static let resendLimit = 5
     static let resetLimitPerAccount = 3
     static let resetLimitPerAddress = 20
-    package static let window: TimeInterval = 3600
+    static let window: TimeInterval = 3600
 
     /// Called inside the registration transaction.
     func sendCode(to user: UserRecord, on connection: PostgresConnection) async throws {

@@ -18,7 +18,7 @@ package struct AccountMailRoutes: Sendable {
         group.post("auth/password-reset/confirm", use: confirmReset)
     }
 
-    @Sendable package func verify(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func verify(_ request: Request, context: AppRequestContext) async throws -> Response {
         let user = try context.requireSession().user
         var request = request
         let body = try await request.decodeStrict(VerifyEmailBody.self, context: context)

@@ -45,7 +45,7 @@ package struct AccountsRoutes: Sendable {
                          status: .created, for: request)
     }
 
-    @Sendable package func login(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> Response {
         var request = request
         let body = try await request.decodeStrict(LoginBody.self, context: context)
         guard !body.login.trimmingCharacters(in: .whitespaces).isEmpty, body.login.count <= 254 else {
@@ -67,7 +67,7 @@ package struct AccountsRoutes: Sendable {
         return .noContent()
     }
 
-    @Sendable package func me(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func me(_ request: Request, context: AppRequestContext) async throws -> Response {
         try .json(PrivateUser(context.requireSession().user), for: request)
     }
 

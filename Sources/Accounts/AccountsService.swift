@@ -10,7 +10,7 @@ package struct AccountsService: Sendable {
     package let users: AccountsStore
     package let sessions: SessionStore
     package let throttles: ThrottleStore
-    package let hasher: PasswordHasher
+    let hasher: PasswordHasher
     package let mail: AccountMail
     package let policy: ThrottlePolicy
     package let logger: Logger

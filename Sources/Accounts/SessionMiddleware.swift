@@ -14,7 +14,7 @@ package struct SessionMiddleware: RouterMiddleware {
         self.optional = optional
         self.sessions = sessions
     }
-    package let optional: Bool
+    let optional: Bool
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if optional, request.headers[.authorization] == nil { return try await next(request, context) }

@@ -12,7 +12,7 @@ package struct Config: Sendable {
     package var port: Int
     /// `nil` means: start the embedded PostgreSQL cluster under `dataDirectory`.
     var databaseURL: String?
-    package var dataDirectory: String
+    var dataDirectory: String
     var databasePoolSize: Int
     var hashing: PasswordHasher.Settings
     package var sessions: SessionPolicy

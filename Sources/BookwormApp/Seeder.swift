@@ -24,7 +24,7 @@ package struct Seeder: Sendable {
     static let demoPassword = "bookworm-demo-password"
     package let client: PostgresClient
     package let logger: Logger
-    package let batch = 5000
+    let batch = 5000
 
     package init(client: PostgresClient, logger: Logger) {
         self.client = client

@@ -18,7 +18,7 @@ package struct BooksRoutes: Sendable {
         authenticated.post("books", use: create)
     }
 
-    @Sendable package func list(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func list(_ request: Request, context: AppRequestContext) async throws -> Response {
         let page = try PageRequest(request)
         let isbn = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
         let words = CatalogValidation.searchWords(try request.queryText("q"))
@@ -26,14 +26,14 @@ package struct BooksRoutes: Sendable {
         return try .json(page.page(rows, cursor: \.0, item: \.1), for: request)
     }
 
-    @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.uuid("id")
         guard let book = try await books.get(id) else { throw AppError.notFound("No book with id \(id.apiString)") }
         return try .json(book, for: request)
     }
 
     /// Find-or-create by ISBN: 201 when new, 200 with the existing edition otherwise.
-    @Sendable package func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func create(_ request: Request, context: AppRequestContext) async throws -> Response {
         _ = try context.requireSession()
         var request = request
         let body = try await request.decodeStrict(CreateBookBody.self, context: context)

@@ -94,7 +94,7 @@ package struct CopyView: Encodable, Sendable {
     package let id: UUID
     package let book: BookSummary
     package let owner: OwnerSummary
-    package let condition: String
+    let condition: String
     package let status: String
     let notes: String?
     package let pinID: UUID?
@@ -102,7 +102,7 @@ package struct CopyView: Encodable, Sendable {
     package let createdAt: Date
     package let updatedAt: Date
     /// Keyset position, not part of the JSON.
-    package let createdMicros: Int64
+    let createdMicros: Int64
 
     package var cursor: Cursor { Cursor(micros: createdMicros, id: id) }
 

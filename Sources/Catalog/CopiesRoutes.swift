@@ -32,7 +32,7 @@ package struct CopiesRoutes: Sendable {
         authenticated.put("copies/:id/photo", use: putPhoto)
     }
 
-    @Sendable package func library(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func library(_ request: Request, context: AppRequestContext) async throws -> Response {
         let page = try PageRequest(request)
         var filter = CopyFilter()
         filter.words = CatalogValidation.searchWords(try request.queryText("q"))
@@ -52,7 +52,7 @@ package struct CopiesRoutes: Sendable {
         return try .json(try await service.list(filter, page: PageRequest(request)), for: request)
     }
 
-    @Sendable package func mine(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func mine(_ request: Request, context: AppRequestContext) async throws -> Response {
         var filter = CopyFilter()
         filter.ownerID = try context.requireSession().user.id
         filter.includeAllStatuses = true
@@ -60,13 +60,13 @@ package struct CopiesRoutes: Sendable {
     }
 
     /// Withdrawn copies are the owner's business only; others get 404.
-    @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.uuid("id")
         return try .json(try await service.visible(id), for: request)
     }
 
     /// From `book_id`, or from `isbn`/`title`/`authors` (find-or-create), in one transaction.
-    @Sendable package func create(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func create(_ request: Request, context: AppRequestContext) async throws -> Response {
         let owner = try context.requireSession().user.id
         var request = request
         let body = try await request.decodeStrict(CreateCopyBody.self, context: context)
@@ -86,7 +86,7 @@ package struct CopiesRoutes: Sendable {
         return try .json(copy, status: .created, for: request)
     }
 
-    @Sendable package func update(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func update(_ request: Request, context: AppRequestContext) async throws -> Response {
         let owner = try context.requireSession().user.id
         let id = try context.parameters.uuid("id")
         var request = request
@@ -100,7 +100,7 @@ package struct CopiesRoutes: Sendable {
         return try .json(copy, for: request)
     }
 
-    @Sendable package func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         let owner = try context.requireSession().user.id
         let id = try context.parameters.uuid("id")
         try await service.delete(owner: owner, id: id)

@@ -8,8 +8,8 @@ import PostgresNIO
 package struct CopyFilter: Sendable {
     package var words: [String]?
     package var isbn13: String?
-    package var condition: String?
-    package var ownerID: UUID?
+    var condition: String?
+    var ownerID: UUID?
     /// Nil: available copies only (the library). Set: the owner's own list, every status.
     var includeAllStatuses = false
     /// The signed-in reader: copies of anyone they blocked, or who blocked them, are left out.

@@ -18,7 +18,7 @@ package struct MapRoutes: Sendable {
         authenticated.get("map/pins", use: pins)
     }
 
-    @Sendable package func pins(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func pins(_ request: Request, context: AppRequestContext) async throws -> Response {
         let viewer = try context.requireSession().user.id
         guard let raw = try request.queryText("bbox", maxLength: 120) else { throw AppError.invalid("bbox", "is required") }
         let box = try MapBox(parsing: raw)

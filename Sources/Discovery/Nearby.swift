@@ -5,12 +5,12 @@ import Places
 
 /// A nearby search: where, how far, and what for.
 package struct NearbyQuery: Sendable {
-    package let origin: GeoPoint
-    package let radiusKm: Double
+    let origin: GeoPoint
+    let radiusKm: Double
     package let words: [String]?
     package let isbn13: String?
     /// The caller: their own copies are left out.
-    package let callerID: UUID
+    let callerID: UUID
 
     package init(origin: GeoPoint, radiusKm: Double, words: [String]? = nil, isbn13: String? = nil, callerID: UUID) {
         self.origin = origin

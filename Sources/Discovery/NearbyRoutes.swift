@@ -19,14 +19,14 @@ package struct NearbyRoutes: Sendable {
         authenticated.get("nearby/owners", use: owners)
     }
 
-    @Sendable package func copies(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func copies(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
         let rows = try await nearby.copies(query, after: after, limit: limit + 1)
         let next = rows.count > limit ? rows.prefix(limit).last.map { DistanceCursor(distance: $0.sortKey, id: $0.copy.id).encoded } : nil
         return try .json(Page(data: Array(rows.prefix(limit)), nextCursor: next), for: request)
     }
 
-    @Sendable package func owners(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func owners(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
         let rows = try await nearby.owners(query, after: after, limit: limit + 1)
         let next = rows.count > limit ? rows.prefix(limit).last.map { DistanceCursor(distance: $0.distanceKm, id: $0.user.id).encoded } : nil

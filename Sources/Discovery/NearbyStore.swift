@@ -64,7 +64,7 @@ package struct NearbyStore: Sendable {
         return [.double(cos(lat) * cos(lon)), .double(cos(lat) * sin(lon)), .double(sin(lat)), .double(chord)]
     }
 
-    package static let origin = "cube(ARRAY[$1, $2, $3]::float8[])"
+    static let origin = "cube(ARRAY[$1, $2, $3]::float8[])"
 
     /// The chord to 1e-12 (6 µm on the ground): two places at the same great-circle distance
     /// can differ in the last bits of their chords, and must still tie (and be ordered by id).

@@ -79,8 +79,8 @@ package struct FeedFilter: Sendable {
 
 /// Where the nearby feed looks.
 package struct NearbyArea: Sendable {
-    package let origin: GeoPoint
-    package let radiusKm: Double
+    let origin: GeoPoint
+    let radiusKm: Double
 
     package init(origin: GeoPoint, radiusKm: Double) {
         self.origin = origin

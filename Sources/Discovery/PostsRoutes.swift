@@ -22,7 +22,7 @@ package struct PostsRoutes: Sendable {
         authenticated.delete("posts/:id", use: delete)
     }
 
-    @Sendable package func feed(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func feed(_ request: Request, context: AppRequestContext) async throws -> Response {
         let page = try PageRequest(request)
         var filter = FeedFilter()
         var errors: [FieldError] = []
@@ -36,7 +36,7 @@ package struct PostsRoutes: Sendable {
         return try .json(try await service.feed(filter, page: page), for: request)
     }
 
-    @Sendable package func get(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.uuid("id")
         return try .json(try await service.get(id), for: request)
     }
@@ -48,7 +48,7 @@ package struct PostsRoutes: Sendable {
         return try .json(try await service.create(author: author, post: post), status: .created, for: request)
     }
 
-    @Sendable package func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
         let author = try context.requireSession().user.id
         let id = try context.parameters.uuid("id")
         try await service.delete(author: author, id: id)

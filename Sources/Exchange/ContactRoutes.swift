@@ -21,7 +21,7 @@ package struct ContactRoutes: Sendable {
         authenticated.get("me/contacts", use: sent)
     }
 
-    @Sendable package func contact(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func contact(_ request: Request, context: AppRequestContext) async throws -> Response {
         let sender = try context.requireSession().user
         var request = request
         let body = try await request.decodeStrict(ContactBody.self, context: context)
@@ -47,7 +47,7 @@ package struct ContactRoutes: Sendable {
         return (target, text)
     }
 
-    @Sendable package func sent(_ request: Request, context: AppRequestContext) async throws -> Response {
+    @Sendable func sent(_ request: Request, context: AppRequestContext) async throws -> Response {
         let sender = try context.requireSession().user.id
         return try .json(try await service.sent(by: sender, page: PageRequest(request)), for: request)
     }

@@ -38,7 +38,7 @@ package struct SMTPSettings: Sendable, CustomStringConvertible {
     package let url: String
     package let username: String?
     package let password: String?
-    package let tls: TLS
+    let tls: TLS
     let timeoutSeconds: Int
 
     /// `smtp://user:pass@host:587` requires STARTTLS; `smtps://` is implicit TLS;
@@ -131,7 +131,7 @@ struct SMTPSession: MailSession {
 /// (`mail/new/<time>.<id>.eml`, written to `tmp/` first and renamed, so a reader never sees half
 /// a file). The path is logged, so a developer can read what was sent.
 package struct MaildirTransport: MailTransport, MailSession {
-    package let directory: String
+    let directory: String
     package let logger: Logger
 
     package init(directory: String, logger: Logger) {

@@ -15,7 +15,7 @@ package struct GeoPoint: Equatable, Sendable {
 package enum Geo {
     package static let earthRadiusKm = 6371.0088
     /// About 1 km of latitude: the side of a privacy grid cell.
-    package static let cellDegrees = 1.0 / (earthRadiusKm * Double.pi / 180)
+    static let cellDegrees = 1.0 / (earthRadiusKm * Double.pi / 180)
 
     /// Haversine distance in km; exact across the antimeridian and at the poles.
     package static func distanceKm(_ a: GeoPoint, _ b: GeoPoint) -> Double {

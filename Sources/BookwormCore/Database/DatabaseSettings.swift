@@ -10,7 +10,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         case socket(path: String)
     }
 
-    package var endpoint: Endpoint
+    var endpoint: Endpoint
     package var username: String
     package var password: String?
     package var database: String

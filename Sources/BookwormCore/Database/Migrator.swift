@@ -43,7 +43,7 @@ package enum MigrationError: Error, CustomStringConvertible {
 /// Applies `Migrations/*.sql` in order under an advisory lock, one transaction per file,
 /// recording each file's SHA-256 so `verify` can tell when an applied file was edited.
 package struct Migrator: Sendable {
-    package let migrations: [Migration]
+    let migrations: [Migration]
     /// Arbitrary but fixed: every Bookworm process agrees on it, nothing else uses it.
     static let lockKey: Int64 = 0x426f_6f6b_776f_726d
 

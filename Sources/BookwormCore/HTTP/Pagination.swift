@@ -3,8 +3,8 @@ import Hummingbird
 
 /// One page of a list: `{"data": [...], "next_cursor": "…" | null}`.
 package struct Page<Item: Encodable & Sendable>: Encodable, Sendable {
-    package let data: [Item]
-    package let nextCursor: String?
+    let data: [Item]
+    let nextCursor: String?
 
     package init(data: [Item], nextCursor: String? = nil) {
         self.data = data

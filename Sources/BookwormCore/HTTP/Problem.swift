@@ -75,11 +75,11 @@ extension AppError {
 /// RFC 9457 problem details body.
 package struct Problem: Encodable, Sendable {
     static let typeBase = "https://bookworm.example/problems/"
-    package var type: String
+    var type: String
     package var title: String
     package var status: Int
-    package var detail: String
-    package var errors: [FieldError]?
+    var detail: String
+    var errors: [FieldError]?
 
     package init(type: String, title: String, status: HTTPResponse.Status, detail: String, errors: [FieldError]? = nil) {
         self.type = Problem.typeBase + type

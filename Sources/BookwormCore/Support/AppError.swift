@@ -2,7 +2,7 @@ import Foundation
 
 /// One field-level complaint inside a validation problem.
 package struct FieldError: Codable, Sendable, Equatable {
-    package var field: String
+    var field: String
     package var message: String
     package init(_ field: String, _ message: String) {
         self.field = field

@@ -1,7 +1,7 @@
 import Foundation
 
 package struct ConfigError: Error, CustomStringConvertible {
-    package let variable: String
+    let variable: String
     package let message: String
     package var description: String { "\(variable): \(message)" }
 
@@ -12,7 +12,7 @@ package struct ConfigError: Error, CustomStringConvertible {
 }
 
 package struct EnvironmentReader {
-    package let env: [String: String]
+    let env: [String: String]
 
     package init(env: [String: String]) {
         self.env = env
