@@ -9,6 +9,7 @@ The recipient's local part steers the answer, so one sink serves every test:
   reject*   550 at RCPT (permanent failure)
   tempfail* 451 at DATA the first time a Message-ID is seen, 250 after
   slow*     accepted after 0.3 s (to kill a worker mid-batch)
+  pace*     accepted after 0.15 s (a slow server: batches outlast short leases)
   anything else 250
 """
 import asyncio
@@ -44,6 +45,8 @@ class Sink:
             return "451 4.3.0 Try again later"
         if local.startswith("slow"):
             await asyncio.sleep(0.3)
+        if local.startswith("pace"):
+            await asyncio.sleep(0.15)
         self.count += 1
         name = "%d-%06d" % (time.time_ns(), self.count)
         head = b"X-Sink-Mail-From: %s\r\nX-Sink-Rcpt-To: %s\r\n" % (

@@ -7,7 +7,7 @@ import PostgresNIO
 /// The account flows that send mail: the email code (at registration and on request) and the
 /// password reset. Each writes its outbox row in the transaction of its own change.
 package struct AccountMail: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let users: AccountsStore
     package let sessions: SessionStore
     let verifications: VerificationStore
@@ -17,7 +17,7 @@ package struct AccountMail: Sendable {
     let hasher: PasswordHasher
     package let logger: Logger
 
-    package init(client: PostgresClient, users: AccountsStore, sessions: SessionStore, verifications: VerificationStore, outbox: OutboxStore, templates: MailTemplates, throttles: ThrottleStore, hasher: PasswordHasher, logger: Logger) {
+    package init(client: Database, users: AccountsStore, sessions: SessionStore, verifications: VerificationStore, outbox: OutboxStore, templates: MailTemplates, throttles: ThrottleStore, hasher: PasswordHasher, logger: Logger) {
         self.client = client
         self.users = users
         self.sessions = sessions

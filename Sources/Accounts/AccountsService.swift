@@ -6,7 +6,7 @@ import PostgresNIO
 /// The account flows that span several stores: registration, login, password change.
 /// HTTP shapes stay in `AccountsRoutes`; SQL stays in the stores.
 package struct AccountsService: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let users: AccountsStore
     package let sessions: SessionStore
     package let throttles: ThrottleStore
@@ -15,7 +15,7 @@ package struct AccountsService: Sendable {
     package let policy: ThrottlePolicy
     package let logger: Logger
 
-    package init(client: PostgresClient, users: AccountsStore, sessions: SessionStore, throttles: ThrottleStore, hasher: PasswordHasher, mail: AccountMail, policy: ThrottlePolicy, logger: Logger) {
+    package init(client: Database, users: AccountsStore, sessions: SessionStore, throttles: ThrottleStore, hasher: PasswordHasher, mail: AccountMail, policy: ThrottlePolicy, logger: Logger) {
         self.client = client
         self.users = users
         self.sessions = sessions

@@ -5,10 +5,10 @@ import PostgresNIO
 
 /// SQL for users. Sessions live in `SessionStore`, throttle counts in `ThrottleStore`.
 package struct AccountsStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

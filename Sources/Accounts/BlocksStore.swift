@@ -1,3 +1,4 @@
+import BookwormCore
 import Foundation
 import Logging
 import PostgresNIO
@@ -5,10 +6,10 @@ import PostgresNIO
 /// Who blocked whom. A block works both ways for visibility: neither sees the other in
 /// nearby results, the library or the feed; and the blocked one cannot contact the blocker.
 package struct BlocksStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

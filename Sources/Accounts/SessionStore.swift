@@ -6,13 +6,13 @@ import PostgresNIO
 /// Opaque bearer tokens: 256 random bits shown to the client once; only their SHA-256 is
 /// stored, so a database leak yields no usable token.
 package struct SessionStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let policy: SessionPolicy
     package let logger: Logger
 
     package let clock: any AppClock
 
-    package init(client: PostgresClient, policy: SessionPolicy, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, policy: SessionPolicy, logger: Logger, clock: any AppClock = SystemClock()) {
         self.client = client
         self.policy = policy
         self.logger = logger
@@ -53,7 +53,7 @@ package struct SessionStore: Sendable {
     func authenticate(token: String) async throws -> AuthenticatedSession? {
         guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
         let lookup = SessionLookupSQL(tokenHash: Self.tokenHash(token), now: clock.now(), idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
-        for try await row in try await client.execute(lookup, logger: logger) {
+        for row in try await client.execute(lookup, logger: logger) {
             let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8))
             return AuthenticatedSession(sessionID: row.0, user: user)
         }

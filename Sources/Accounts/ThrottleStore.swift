@@ -6,12 +6,12 @@ import PostgresNIO
 /// Sliding-window counters in PostgreSQL, so every API instance sees the same counts.
 /// A key names what is limited: `login:account:<id>`, `login:ip:<address>`, `register:ip:<address>`.
 package struct ThrottleStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
     package let clock: any AppClock
 
-    package init(client: PostgresClient, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, logger: Logger, clock: any AppClock = SystemClock()) {
         self.client = client
         self.logger = logger
         self.clock = clock

@@ -6,12 +6,12 @@ import PostgresNIO
 
 /// SQL for the secrets mail carries: email codes and password-reset tokens, stored hashed.
 package struct VerificationStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
     package let clock: any AppClock
 
-    package init(client: PostgresClient, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, logger: Logger, clock: any AppClock = SystemClock()) {
         self.client = client
         self.logger = logger
         self.clock = clock

@@ -45,20 +45,23 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         throw error
     }
 
-    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize),
-                                backgroundLogger: logger)
+    let client = PostgresClient(
+        configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: config.databaseDeadlines.statement),
+        backgroundLogger: logger)
+    let database = Database(client: client, deadlines: config.databaseDeadlines)
     let hasher = try PasswordHasher(settings: config.hashing)
-    let parts = try makeRouter(config: config, client: client, hasher: hasher, migrator: migrator, logger: logger)
+    let parts = try makeRouter(config: config, client: database, hasher: hasher, migrator: migrator, logger: logger)
     parts.router.addMethodNotAllowedResponders()
     services += [client, hasher] + parts.services
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
-        services.append(OutboxWorker(client: client, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+        services.append(OutboxWorker(client: database, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
 
     var app = Application(
         router: parts.router,
+        server: serverPolicy(config.connections, logger: logger).serverBuilder(logger: logger),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "bookworm"),
         services: services,
         logger: logger
@@ -67,6 +70,24 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         logger.notice("serving", metadata: ["address": .string("http://\(config.host):\(config.port)")])
     }
     return app
+}
+
+/// Raises the open-files limit and keeps the connection cap below it, with room for the
+/// database pool, the log and the mail transport.
+func serverPolicy(_ requested: ConnectionPolicy, logger: Logger) -> ConnectionPolicy {
+    var policy = requested
+    let openFiles = raiseOpenFilesLimit()
+    if let openFiles, openFiles - 256 < policy.maxConnections {
+        policy.maxConnections = max(16, openFiles - 256)
+        logger.warning("connection cap lowered to fit the open-files limit",
+                       metadata: ["open_files": .stringConvertible(openFiles), "max_connections": .stringConvertible(policy.maxConnections)])
+    }
+    logger.info("connections", metadata: [
+        "open_files": .string(openFiles.map(String.init) ?? "unknown"),
+        "max_connections": .stringConvertible(policy.maxConnections),
+        "idle_timeout_s": .stringConvertible(policy.idleTimeoutSeconds),
+    ])
+    return policy
 }
 
 /// Applies pending migrations when asked to (always on the embedded cluster), then refuses to
@@ -85,7 +106,7 @@ func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bo
 
 /// The router with every route and middleware, and the background services the routes rely
 /// on. Split from `buildApplication` so tests can list the routes (the OpenAPI check).
-func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
+func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
     throws -> (router: Router<AppRequestContext>, services: [any Service])
 {
     let sessions = SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock)
@@ -105,6 +126,7 @@ func makeRouter(config: Config, client: PostgresClient, hasher: PasswordHasher, 
     router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
     router.add(middleware: AccessLogMiddleware(logger: logger))
     router.add(middleware: ProblemMiddleware())
+    router.add(middleware: InputSanityMiddleware())
     SystemRoutes(client: client, migrator: migrator, logger: logger,
                  openAPIDocument: try BundledResources.openAPIDocument()).addRoutes(to: router)
     let v1 = router.group("v1")

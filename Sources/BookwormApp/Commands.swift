@@ -16,7 +16,7 @@ package enum OutboxAction: Sendable {
 /// readable tables. Addresses are shown masked; bodies (codes, reset links) never.
 package func runOutboxCommand(_ action: OutboxAction, config: Config, logger: Logger) async throws -> String {
     try await withCommandDatabase(config: config, logger: logger) { client in
-        let admin = OutboxAdmin(client: client, logger: logger)
+        let admin = OutboxAdmin(client: .forAdministration(client), logger: logger)
         switch action {
         case .stats: return try await admin.stats()
         case .list(let status, let limit): return try await admin.list(status: status, limit: limit)
@@ -39,9 +39,10 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     }
     // As `serve` does: the embedded cluster is migrated, a configured database must already be.
     try await prepareSchema(try Migrator.bundled(), settings: settings, migrate: config.databaseURL == nil, logger: logger)
-    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: 4), backgroundLogger: logger)
+    let client = PostgresClient(
+        configuration: settings.clientConfiguration(poolSize: 4, statementTimeout: config.databaseDeadlines.statement), backgroundLogger: logger)
     logger.notice("outbox worker", metadata: ["transport": .string(config.mail.transportDescription)])
-    let worker = OutboxWorker(client: client, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+    let worker = OutboxWorker(client: Database(client: client, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                               policy: config.mail.outbox, logger: logger, clock: config.clock)
     let group = ServiceGroup(configuration: .init(services: services + [client, worker], gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))

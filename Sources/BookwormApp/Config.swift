@@ -14,6 +14,8 @@ package struct Config: Sendable {
     var databaseURL: String?
     var dataDirectory: String
     var databasePoolSize: Int
+    /// Connection acquisition and statement deadlines (`BOOKWORM_DB_ACQUIRE_TIMEOUT_MS`, `BOOKWORM_DB_STATEMENT_TIMEOUT_MS`).
+    package var databaseDeadlines = DatabaseDeadlines()
     var hashing: PasswordHasher.Settings
     package var sessions: SessionPolicy
     package var throttles: ThrottlePolicy
@@ -23,6 +25,8 @@ package struct Config: Sendable {
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
+    /// Idle timeout and connection cap of the HTTP server.
+    package var connections = ConnectionPolicy()
     /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
     package var trustForwardedFor: Bool
     package var logLevel: String
@@ -73,6 +77,12 @@ package struct Config: Sendable {
         config.databaseURL = reader.string("DATABASE_URL")
         config.dataDirectory = reader.string("BOOKWORM_DATA_DIR") ?? defaults.dataDirectory
         config.databasePoolSize = try reader.int("BOOKWORM_DB_POOL_SIZE", range: 1...1000) ?? defaults.databasePoolSize
+        config.databaseDeadlines = try DatabaseDeadlines(
+            acquire: reader.int("BOOKWORM_DB_ACQUIRE_TIMEOUT_MS", range: 50...600_000).map { .milliseconds($0) }
+                ?? defaults.databaseDeadlines.acquire,
+            statement: reader.int("BOOKWORM_DB_STATEMENT_TIMEOUT_MS", range: 50...3_600_000).map { .milliseconds($0) }
+                ?? defaults.databaseDeadlines.statement
+        )
         config.hashing = try PasswordHasher.Settings(
             memoryLimitBytes: reader.int("BOOKWORM_ARGON2_MEMORY_KIB", range: 8...4_194_304).map { $0 * 1024 }
                 ?? defaults.hashing.memoryLimitBytes,
@@ -99,6 +109,10 @@ package struct Config: Sendable {
         config.contact.perRecipientPerDay = try reader.int("BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY", range: 1...1000)
             ?? defaults.contact.perRecipientPerDay
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
+        config.connections = try ConnectionPolicy(
+            idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,
+            maxConnections: reader.int("BOOKWORM_MAX_CONNECTIONS", range: 1...1_000_000) ?? defaults.connections.maxConnections
+        )
         config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
         return config

@@ -74,7 +74,7 @@ package func runSeedCommand(_ counts: Seeder.Counts, config: Config, logger: Log
         let pending = try await migrator.pending(client: client, logger: logger)
         guard pending.isEmpty else { throw MigrationError.pending(pending.map(\.name)) }
         let start = Date()
-        try await Seeder(client: client, logger: logger).run(counts)
+        try await Seeder(client: .forAdministration(client), logger: logger).run(counts)
         return String(format: "Seeded %d users, %d books, %d copies, %d posts in %.1f s. Every demo user's password is %@.",
                       counts.users, counts.books, counts.copies, counts.posts, Date().timeIntervalSince(start), Seeder.demoPassword)
     }

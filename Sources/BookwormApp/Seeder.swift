@@ -1,3 +1,4 @@
+import BookwormCore
 import Accounts
 import Catalog
 import Foundation
@@ -22,11 +23,11 @@ package struct Seeder: Sendable {
 
     /// Every demo user's password, so a person can sign in as any of them.
     static let demoPassword = "bookworm-demo-password"
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
     let batch = 5000
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

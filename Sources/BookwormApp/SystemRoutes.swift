@@ -7,7 +7,7 @@ import PostgresNIO
 
 /// Health checks and the OpenAPI document.
 struct SystemRoutes: Sendable {
-    let client: PostgresClient
+    let client: Database
     let migrator: Migrator
     let logger: Logger
     let openAPIDocument: Data
@@ -25,7 +25,11 @@ struct SystemRoutes: Sendable {
 
     /// Ready means: the database answers within two seconds and no migration is pending.
     @Sendable func ready(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let check = Task { try await migrator.pending(client: client, logger: logger) }
+        // The probe runs under the pool's deadlines, so an outage answers as fast as any route.
+        let check = Task {
+            try await client.withConnection { connection in try await connection.query("SELECT 1", logger: logger) }
+            return try await migrator.pending(client: client.client, logger: logger)
+        }
         let timeout = Task {
             try await Task.sleep(for: .seconds(2))
             check.cancel()

@@ -57,7 +57,7 @@ struct OutboxBenchmark {
         let start = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<workers {
-                let worker = OutboxWorker(client: client, transport: transport, policy: policy, logger: logger)
+                let worker = OutboxWorker(client: .forAdministration(client), transport: transport, policy: policy, logger: logger)
                 group.addTask { while try await worker.drainOnce() > 0 {} }
             }
             try await group.waitForAll()

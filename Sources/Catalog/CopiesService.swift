@@ -16,14 +16,14 @@ package enum BookChoice: Sendable {
 /// The copy use cases: each write is one transaction that checks ownership under a row lock
 /// before changing anything, so a check and the change it guards cannot be separated.
 package struct CopiesService: Sendable {
-    let client: PostgresClient
+    let client: Database
     let books: BooksStore
     let copies: CopiesStore
     let photos: PhotosStore
     let pins: PinsStore
     let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.books = BooksStore(client: client, logger: logger)
         self.copies = CopiesStore(client: client, logger: logger)

@@ -21,10 +21,10 @@ package struct CopyFilter: Sendable {
 /// SQL for copies. Ownership is checked here, under a row lock, so a check and the change it
 /// guards cannot be separated by a concurrent request.
 package struct CopiesStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

@@ -5,10 +5,10 @@ import PostgresNIO
 
 /// Photo bytes in PostgreSQL, one row per distinct content (keyed by SHA-256).
 package struct PhotosStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

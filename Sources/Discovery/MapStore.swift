@@ -7,10 +7,10 @@ import PostgresNIO
 /// SQL for map markers, from public points only. Pins of anyone the viewer blocked, or who
 /// blocked the viewer, are left out, as they are from nearby results.
 package struct MapStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

@@ -10,10 +10,10 @@ import PostgresNIO
 /// another user sees depends on where inside its cell a home really is. The box prefilter
 /// uses the GiST index on public points; the exact haversine decides inclusion and order.
 package struct NearbyStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }
@@ -171,7 +171,7 @@ package struct NearbyStore: Sendable {
             let statement = Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit)
             var result: [NearbyCopy] = []
             var boundary: Double?
-            for try await row in try await client.execute(NearbyCopiesSQL(values: statement.values), logger: logger) {
+            for row in try await client.execute(NearbyCopiesSQL(values: statement.values), logger: logger) {
                 let cells = PostgresRandomAccessRow(row)
                 boundary = try cells[0].decode(Double?.self)
                 guard let chord = try cells[1].decode(Double?.self) else { continue }

@@ -9,7 +9,7 @@ import PostgresNIO
 /// per-author lock: the hourly limit and the duplicate rule hold even for parallel requests,
 /// and a refused post leaves no trace.
 package struct PostsService: Sendable {
-    let client: PostgresClient
+    let client: Database
     let posts: PostsStore
     let pins: PinsStore
     let throttles: ThrottleStore
@@ -18,7 +18,7 @@ package struct PostsService: Sendable {
 
     static let rateWindow: TimeInterval = 3600
 
-    package init(client: PostgresClient, throttles: ThrottleStore, policy: FeedPolicy, logger: Logger) {
+    package init(client: Database, throttles: ThrottleStore, policy: FeedPolicy, logger: Logger) {
         self.client = client
         self.posts = PostsStore(client: client, logger: logger)
         self.pins = PinsStore(client: client, logger: logger)

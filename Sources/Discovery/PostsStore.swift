@@ -9,10 +9,10 @@ import PostgresNIO
 /// SQL for posts. Every feed page is one statement, whatever its length: authors and books are
 /// joined in, and the nearby feed's distance comes from the same statement.
 package struct PostsStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

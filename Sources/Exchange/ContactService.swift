@@ -10,7 +10,7 @@ import PostgresNIO
 /// counts are written in one transaction, so a refused or failed request leaves no trace and an
 /// accepted one is always delivered (at least once). The recipient's address stays on the server.
 package struct ContactService: Sendable {
-    let client: PostgresClient
+    let client: Database
     let contacts: ContactStore
     let blocks: BlocksStore
     let outbox: OutboxStore
@@ -19,7 +19,7 @@ package struct ContactService: Sendable {
     let policy: ContactPolicy
     let logger: Logger
 
-    package init(client: PostgresClient, outbox: OutboxStore, throttles: ThrottleStore, templates: MailTemplates,
+    package init(client: Database, outbox: OutboxStore, throttles: ThrottleStore, templates: MailTemplates,
                  policy: ContactPolicy, logger: Logger) {
         self.client = client
         self.contacts = ContactStore(client: client, logger: logger)

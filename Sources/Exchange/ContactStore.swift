@@ -6,10 +6,10 @@ import PostgresNIO
 
 /// SQL for contact requests.
 package struct ContactStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

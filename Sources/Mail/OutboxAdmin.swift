@@ -5,10 +5,10 @@ import PostgresNIO
 import ServiceLifecycle
 
 package struct OutboxAdmin: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

@@ -22,12 +22,12 @@ package enum OutboxKind: String, Sendable {
 /// SQL for the outbox. Writers enqueue on the connection of their own transaction, so the
 /// message exists exactly when the change that causes it does.
 package struct OutboxStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
     package let clock: any AppClock
 
-    package init(client: PostgresClient, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, logger: Logger, clock: any AppClock = SystemClock()) {
         self.client = client
         self.logger = logger
         self.clock = clock
@@ -88,6 +88,22 @@ package struct OutboxStore: Sendable {
                                           attempts: attempts, suppressed: suppressed))
         }
         return claimed
+    }
+
+    /// Extends this worker's lease on those of `ids` it still holds and returns them. A row missing
+    /// from the answer was lost (its lease ran out and another worker took it, or an operator
+    /// discarded it): sending it now could send it twice.
+    func renew(_ ids: [UUID], worker: UUID, lease: TimeInterval) async throws -> Set<UUID> {
+        guard !ids.isEmpty else { return [] }
+        let rows = try await client.query("""
+            UPDATE outbox_messages
+            SET lease_expires_at = \(clock.now()) + make_interval(secs => \(lease))
+            WHERE id = ANY(\(ids)) AND lease_owner = \(worker) AND status = 'queued'
+            RETURNING id
+            """, logger: logger)
+        var held: Set<UUID> = []
+        for try await id in rows.decode(UUID.self) { held.insert(id) }
+        return held
     }
 
     /// Only rows this worker still holds: a row whose lease ran out belongs to whoever took it.

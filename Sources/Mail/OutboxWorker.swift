@@ -38,11 +38,11 @@ package struct OutboxWorker: Service {
     package let policy: OutboxPolicy
     package let logger: Logger
     package let id = UUID()
-    package let client: PostgresClient
+    package let client: Database
 
     package let clock: any AppClock
 
-    package init(client: PostgresClient, transport: any MailTransport, policy: OutboxPolicy, logger: Logger,
+    package init(client: Database, transport: any MailTransport, policy: OutboxPolicy, logger: Logger,
                  clock: any AppClock = SystemClock()) {
         self.client = client
         self.clock = clock
@@ -91,7 +91,14 @@ package struct OutboxWorker: Service {
             do {
                 for message in batch {
                     if stopping() { break }
-                    try await deliver(message, over: session)
+                    // Renew before each send: the batch stays ours however slow the server is,
+                    // and a row we no longer hold is skipped, never sent a second time.
+                    let held = try await store.renew(Array(unsent), worker: id, lease: policy.lease)
+                    if held.contains(message.id) {
+                        try await deliver(message, over: session)
+                    } else {
+                        logger.warning("outbox lease lost; not sending", metadata: ["message_id": .string(message.messageID)])
+                    }
                     unsent.removeFirst()
                 }
             } catch {
@@ -139,7 +146,8 @@ package struct OutboxWorker: Service {
     private func listen(wake: WakeSignal) async {
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
+                // The raw client: this lease lasts as long as the worker, past any deadline.
+                try await client.client.withConnection { connection in
                     let notifications = try await connection.listen("outbox")
                     for try await _ in notifications { await wake.signal() }
                 }

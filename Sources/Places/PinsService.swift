@@ -8,11 +8,11 @@ import PostgresNIO
 /// `maxPinsPerUser`" and "exactly one default while the user has pins" hold however requests
 /// interleave.
 package struct PinsService: Sendable {
-    let client: PostgresClient
+    let client: Database
     let pins: PinsStore
     let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.pins = PinsStore(client: client, logger: logger)
         self.logger = logger

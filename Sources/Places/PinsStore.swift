@@ -6,10 +6,10 @@ import PostgresNIO
 /// SQL for pins. Every change takes the owner's pins under lock first, so "exactly one default
 /// while the user has pins" holds however requests interleave.
 package struct PinsStore: Sendable {
-    package let client: PostgresClient
+    package let client: Database
     package let logger: Logger
 
-    package init(client: PostgresClient, logger: Logger) {
+    package init(client: Database, logger: Logger) {
         self.client = client
         self.logger = logger
     }

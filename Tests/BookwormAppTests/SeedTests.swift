@@ -10,7 +10,7 @@ import Testing
 @Suite struct SeedTests {
     @Test func seedCreatesValidUsersBooksAndCopies() async throws {
         try await withTestDatabase { _, client in
-            try await Seeder(client: client, logger: Logger(label: "seed")).run(.init(users: 12, books: 30, copies: 7000, posts: 6000))
+            try await Seeder(client: .forAdministration(client), logger: Logger(label: "seed")).run(.init(users: 12, books: 30, copies: 7000, posts: 6000))
             var counts: [Int] = []
             for table in ["users", "books", "copies"] {
                 for try await count in try await client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM \(table)")).decode(Int.self) {

@@ -52,6 +52,33 @@ import Testing
         }
     }
 
+    /// Two healthy `bookworm worker` processes, a 5 s lease and a server taking 150 ms a message:
+    /// a batch of 50 outlasts its lease, yet every address gets its message exactly once (each
+    /// worker renews its claim as it goes and skips a row it no longer holds).
+    @Test func twoHealthyWorkersNeverSendAMessageTwice() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let ids = try await app.enqueue(to: (0..<100).map { "pace\($0)@example.org" })
+                let environment = [
+                    "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": "50",
+                    "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
+                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                ]
+                let workers = try (0..<2).map { _ in try ChildProcess.spawn(try Self.bookwormBinary(), ["worker"], environment: environment) }
+                let allSent = try await eventually(within: 90, interval: .milliseconds(200)) {
+                    try await app.outboxStatuses().allSatisfy { $0 == "sent" }
+                }
+                // A graceful stop lets a worker finish the message in hand, so anything still in
+                // flight is counted below.
+                for pid in workers { kill(pid, allSent ? SIGTERM : SIGKILL); _ = ChildProcess.wait(pid) }
+                #expect(allSent)
+                let received = sink.messages().compactMap { $0.header("Message-ID") }
+                #expect(Set(received) == Set(ids))
+                #expect(received.count == ids.count, "duplicates sent: \(received.count - ids.count)")
+            }
+        }
+    }
+
     /// With the worker inside the app and polling only every minute, a new message still goes
     /// out at once: the insert's NOTIFY wakes it.
     @Test func theWorkerInsideServeWakesOnNotify() async throws {

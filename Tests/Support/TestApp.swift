@@ -14,7 +14,7 @@ import PostgresNIO
 /// A running app on its own database, plus the helpers tests use to talk to it.
 struct TestApp: Sendable {
     let client: any TestClientProtocol
-    let db: PostgresClient
+    let db: Database
     let settings: DatabaseSettings
     /// The app's clock: expiry, throttle windows, backoff and leases move only when a test advances it.
     let clock: ManualClock
@@ -93,6 +93,8 @@ extension Config {
                             trustForwardedFor: true, logLevel: "critical")
         // Tests drive the outbox themselves (or opt in to the worker), and mail never lands in the checkout.
         config.runWorker = false
+        // Many tests share two cores; the outage tests set tight deadlines of their own.
+        config.databaseDeadlines = DatabaseDeadlines(acquire: .seconds(15), statement: .seconds(15))
         config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
         return config
     }
@@ -111,7 +113,7 @@ func withApp(
         configure(&config)
         let app = try await buildApplication(config: config)
         try await app.test(.router) { client in
-            try await body(TestApp(client: client, db: db, settings: settings, clock: clock))
+            try await body(TestApp(client: client, db: Database.forAdministration(db), settings: settings, clock: clock))
         }
     }
 }

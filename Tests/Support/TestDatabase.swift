@@ -117,3 +117,11 @@ func withTestDatabase<T: Sendable>(
         throw error
     }
 }
+
+extension Database {
+    /// Test queries log nowhere.
+    @discardableResult
+    package func query(_ query: PostgresQuery) async throws -> Rows {
+        try await self.query(query, logger: Logger(label: "test-sql"))
+    }
+}

@@ -79,7 +79,9 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         }
     }
 
-    package func clientConfiguration(poolSize: Int) -> PostgresClient.Configuration {
+    /// `statementTimeout` becomes the server's `statement_timeout` on every pooled connection (the
+    /// app's pools); admin clients (migrations) leave it unset.
+    package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -97,6 +99,10 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         }
         configuration.options.maximumConnections = poolSize
         configuration.options.minimumConnections = 0
+        if let statementTimeout {
+            let milliseconds = DatabaseDeadlines(statement: statementTimeout).statementTimeoutMilliseconds
+            configuration.options.additionalStartupParameters = [("statement_timeout", "\(milliseconds)")]
+        }
         return configuration
     }
 

@@ -40,6 +40,9 @@ extension Request {
         if !unknown.isEmpty {
             throw AppError.validation(unknown.map { FieldError($0, "unknown field") })
         }
+        if let field = InputSanity.firstNULPath(in: dictionary) {
+            throw AppError.invalid(field, InputSanity.nulMessage)
+        }
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch let error as DecodingError {

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 
 /// Outermost: gives the request its id (the caller's, if sane), applies per-request limits from
 /// the configuration, and stamps `X-Request-Id` on every response.
@@ -83,6 +84,16 @@ package struct ProblemMiddleware: RouterMiddleware {
         switch error {
         case let error as AppError:
             return try error.response(from: request, context: context)
+        case let error where DatabaseOutage.matches(error):
+            context.logger.warning("database unavailable", metadata: ["error": .string(String(describing: error))])
+            return try AppError.databaseUnavailable.response(from: request, context: context)
+        case let error as HTTPParserError:
+            // The body's framing is broken: what follows on this connection cannot be trusted, so
+            // answer and close (Hummingbird reads no further request after a parser error).
+            let appError = AppError.malformedBody("The request's HTTP framing is malformed (\(error))")
+            var response = try appError.response(from: request, context: context)
+            response.headers[.connection] = "close"
+            return response
         case is NIOTooManyBytesError:
             return try AppError.payloadTooLarge(limit: context.maxBodyBytes).response(from: request, context: context)
         case let error as HTTPError where error.status == .notFound:

@@ -16,7 +16,7 @@ extension AppError {
         case .unsupportedMediaType: .unsupportedMediaType
         case .unprocessable: .unprocessableContent
         case .throttled: .tooManyRequests
-        case .overloaded, .unavailable: .serviceUnavailable
+        case .overloaded, .unavailable, .databaseUnavailable: .serviceUnavailable
         }
     }
 
@@ -56,6 +56,9 @@ extension AppError {
                            detail: "Try again in \(seconds) seconds")
         case .unavailable(let detail):
             return Problem(type: "unavailable", title: "Service unavailable", status: status, detail: detail)
+        case .databaseUnavailable:
+            return Problem(type: "database-unavailable", title: "Service unavailable", status: status,
+                           detail: "The database is not answering right now; nothing was changed unless a retry shows it was. Try again shortly")
         }
     }
 
@@ -63,6 +66,8 @@ extension AppError {
         switch self {
         case .throttled(let seconds), .overloaded(let seconds):
             return [.retryAfter: String(max(1, seconds))]
+        case .databaseUnavailable:
+            return [.retryAfter: "2"]
         case .methodNotAllowed(let allowed):
             return [.allow: allowed.joined(separator: ", ")]
         case .unauthorized:

@@ -43,6 +43,8 @@ package enum AppError: Error, Sendable, Equatable {
     case throttled(retryAfterSeconds: Int)
     case overloaded(retryAfterSeconds: Int)
     case unavailable(String)
+    /// PostgreSQL is away or too slow: the client should retry shortly.
+    case databaseUnavailable
 
     package static func forbiddenCode(_ code: String, _ detail: String) -> AppError { .forbiddenBecause(code: code, detail: detail) }
 

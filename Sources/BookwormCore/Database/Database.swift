@@ -1,0 +1,180 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// How long a database call may take before the caller hears "unavailable" instead of waiting.
+package struct DatabaseDeadlines: Sendable {
+    /// Waiting for a pooled connection. While PostgreSQL is away the pool retries in the
+    /// background and a lease would otherwise wait for as long as the outage lasts.
+    package var acquire: Duration = .seconds(2)
+    /// One statement, enforced by the server (`statement_timeout`) and again by the caller.
+    package var statement: Duration = .seconds(5)
+
+    package init(acquire: Duration = .seconds(2), statement: Duration = .seconds(5)) {
+        self.acquire = acquire
+        self.statement = statement
+    }
+
+    var statementTimeoutMilliseconds: Int64 {
+        let (seconds, attoseconds) = statement.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// Thrown when a database call misses its deadline.
+package struct DatabaseDeadlineExceeded: Error, CustomStringConvertible {
+    /// Whether it got a connection (a slow statement) or not (no connection in time).
+    package var leased: Bool
+    package var description: String { leased ? "a database statement missed its deadline" : "no database connection in time" }
+}
+
+/// The pool every store and service talks to: `PostgresClient` with a deadline on every call, so
+/// an outage turns into a quick 503 rather than requests piling up for as long as it lasts.
+/// The deadlines run on the real clock: they bound waiting on I/O, not business time.
+package struct Database: Sendable {
+    package let client: PostgresClient
+    package let deadlines: DatabaseDeadlines
+
+    package init(client: PostgresClient, deadlines: DatabaseDeadlines = .init()) {
+        self.client = client
+        self.deadlines = deadlines
+    }
+
+    /// Admin work (migrations, seeding, `VACUUM`): no statement deadline to speak of.
+    package static func forAdministration(_ client: PostgresClient) -> Database {
+        Database(client: client, deadlines: .init(acquire: .seconds(60), statement: .seconds(86_400)))
+    }
+
+    /// Runs `query` on a pooled connection and reads every row before the connection goes back.
+    @discardableResult
+    package func query(_ query: PostgresQuery, logger: Logger) async throws -> Rows {
+        try await withConnection { connection in try await Rows(connection.query(query, logger: logger)) }
+    }
+
+    /// On `connection` when the caller is inside its own transaction, else on a pooled one.
+    @discardableResult
+    package func query(_ query: PostgresQuery, on connection: PostgresConnection?, logger: Logger) async throws -> Rows {
+        if let connection { return try await Rows(connection.query(query, logger: logger)) }
+        return try await self.query(query, logger: logger)
+    }
+
+    package func execute<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger)
+        async throws -> [Statement.Row]
+    {
+        try await withConnection { connection in
+            var rows: [Statement.Row] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return Transfer(rows)
+        }.value
+    }
+
+    package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await withDeadlines { leased in
+            try await client.withConnection { connection in
+                leased()
+                return try await body(connection)
+            }
+        }
+    }
+
+    /// `withTransaction` that lets the closure's own error through unwrapped, so an `AppError`
+    /// thrown inside a transaction still reaches the client as itself.
+    package func transaction<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T)
+        async throws -> T
+    {
+        try await withDeadlines { leased in
+            do {
+                return try await client.withTransaction(logger: logger) { connection in
+                    leased()
+                    return try await body(connection)
+                }
+            } catch let error as PostgresTransactionError {
+                if let inner = error.closureError { throw inner }
+                throw error
+            }
+        }
+    }
+
+    /// Runs `operation` in a child task and gives up on it when it has no connection by the
+    /// acquire deadline, or has not finished a statement's time after that. Cancelling withdraws a
+    /// waiting lease from the pool; the server's own statement timeout ends a running statement.
+    private func withDeadlines<T: Sendable>(
+        _ operation: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
+    ) async throws -> T {
+        let lease = LeaseFlag()
+        let deadlines = self.deadlines
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation { lease.set() } }
+            group.addTask {
+                try await Task.sleep(for: deadlines.acquire)
+                if lease.isSet { try await Task.sleep(for: deadlines.statement + .milliseconds(500)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw DatabaseDeadlineExceeded(leased: lease.isSet)
+            }
+            return value
+        }
+    }
+}
+
+/// Every row of one result, read while the connection was leased.
+package struct Rows: AsyncSequence, Sendable {
+    package typealias Element = PostgresRow
+    package let rows: [PostgresRow]
+
+    init(_ sequence: PostgresRowSequence) async throws {
+        rows = try await sequence.collect()
+    }
+
+    package func makeAsyncIterator() -> Iterator { Iterator(base: rows.makeIterator()) }
+
+    package struct Iterator: AsyncIteratorProtocol {
+        var base: IndexingIterator<[PostgresRow]>
+        package mutating func next() async throws -> PostgresRow? { base.next() }
+    }
+
+    package func decode<each Column: PostgresDecodable>(_ columnType: (repeat each Column).Type, file: String = #fileID, line: Int = #line)
+        -> AsyncThrowingMapSequence<Rows, (repeat each Column)>
+    {
+        map { row in try row.decode(columnType, file: file, line: line) }
+    }
+
+    package func collect() -> [PostgresRow] { rows }
+}
+
+private final class LeaseFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .relaxed) }
+    var isSet: Bool { flag.load(ordering: .relaxed) }
+}
+
+/// Rows decoded in a child task, handed to the caller once that task is done with them.
+private struct Transfer<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Errors that mean "the database is away or overloaded", not "this request is wrong": a
+/// missed deadline, a dropped or refused connection, the server shutting down or cancelling a
+/// statement at its timeout, or out of connection slots.
+package enum DatabaseOutage {
+    package static func matches(_ error: any Error) -> Bool {
+        if error is DatabaseDeadlineExceeded { return true }
+        if let error = error as? PostgresTransactionError {
+            return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
+        }
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
+            return true
+        case .server:
+            guard let state = error.serverInfo?[.sqlState] else { return false }
+            return state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
+        default:
+            return false
+        }
+    }
+}

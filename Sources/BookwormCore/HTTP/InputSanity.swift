@@ -1,0 +1,104 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// PostgreSQL refuses NUL in text and every store assumes valid UTF-8, so a string that breaks
+/// either must stop at the edge as a 400 naming where it came from, not deep in a query as a 500.
+/// This middleware covers the path, the query and the headers; `decodeStrict` covers JSON bodies
+/// with `InputSanity.firstBadString(in:)`.
+package struct InputSanityMiddleware: RouterMiddleware {
+    package typealias Context = AppRequestContext
+
+    package init() {}
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let problem = InputSanity.check(path: request.uri.path, query: request.uri.query, headers: request.headers) {
+            throw AppError.validation([problem])
+        }
+        return try await next(request, context)
+    }
+}
+
+package enum InputSanity {
+    static let nulMessage = "must not contain NUL characters"
+    static let utf8Message = "must be valid UTF-8"
+
+    static func check(path: String, query: String?, headers: HTTPFields) -> FieldError? {
+        for segment in path.split(separator: "/") {
+            if let message = problem(inPercentEncoded: segment, plusIsSpace: false) {
+                return FieldError("path", message)
+            }
+        }
+        for item in (query ?? "").split(separator: "&") {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let rawName = parts[0]
+            let name = percentDecoded(rawName, plusIsSpace: true).flatMap { String(validating: $0, as: UTF8.self) }
+            let field = name.map { $0.contains("\0") ? "query" : "query.\($0)" } ?? "query"
+            if let message = problem(inPercentEncoded: rawName, plusIsSpace: true) {
+                return FieldError(field, message)
+            }
+            if parts.count > 1, let message = problem(inPercentEncoded: parts[1], plusIsSpace: true) {
+                return FieldError(field, message)
+            }
+        }
+        for field in headers where field.value.utf8.contains(0) {
+            return FieldError("header.\(field.name.canonicalName)", nulMessage)
+        }
+        return nil
+    }
+
+    /// Walks a parsed JSON value for a string (or key) holding NUL; returns its path, e.g. `notes[2]`.
+    package static func firstNULPath(in value: Any, path: String = "") -> String? {
+        switch value {
+        case let string as String:
+            return string.contains("\0") ? (path.isEmpty ? "body" : path) : nil
+        case let array as [Any]:
+            for (index, element) in array.enumerated() {
+                if let found = firstNULPath(in: element, path: "\(path)[\(index)]") { return found }
+            }
+        case let object as [String: Any]:
+            for key in object.keys.sorted() {
+                let childPath = path.isEmpty ? key : "\(path).\(key)"
+                if key.contains("\0") { return path.isEmpty ? "body" : path }
+                if let child = object[key], let found = firstNULPath(in: child, path: childPath) { return found }
+            }
+        default:
+            break
+        }
+        return nil
+    }
+
+    private static func problem(inPercentEncoded text: Substring, plusIsSpace: Bool) -> String? {
+        guard let bytes = percentDecoded(text, plusIsSpace: plusIsSpace) else { return "has a malformed percent escape" }
+        if bytes.contains(0) { return nulMessage }
+        if String(validating: bytes, as: UTF8.self) == nil { return utf8Message }
+        return nil
+    }
+
+    private static func percentDecoded(_ text: Substring, plusIsSpace: Bool) -> [UInt8]? {
+        var output: [UInt8] = []
+        output.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                output.append(high << 4 | low)
+            case UInt8(ascii: "+") where plusIsSpace:
+                output.append(UInt8(ascii: " "))
+            default:
+                output.append(byte)
+            }
+        }
+        return output
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
