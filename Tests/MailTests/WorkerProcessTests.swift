@@ -9,16 +9,6 @@ import Testing
 @testable import BookwormTestSupport
 
 @Suite struct WorkerProcessTests {
-    /// The `bookworm` executable built beside this test binary.
-    static func bookwormBinary() throws -> String {
-        let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        for folder in [here.deletingLastPathComponent(), here.deletingLastPathComponent().deletingLastPathComponent()] {
-            let candidate = folder.appendingPathComponent("bookworm").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        throw TestFailure("bookworm executable not found beside \(here.path); build with `swift build --build-tests`")
-    }
-
     /// A `bookworm worker` process killed with SIGKILL mid-batch: its leased rows come back
     /// when the lease ends, and every message arrives at least once, always under its one
     /// Message-ID, and ends `sent`.
@@ -31,7 +21,7 @@ import Testing
                     "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
                     "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
                 ]
-                let pid = try ChildProcess.spawn(try Self.bookwormBinary(), ["worker"], environment: environment)
+                let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
                 try await sink.waitForMessages(3)
                 kill(pid, SIGKILL)
                 ChildProcess.wait(pid)
@@ -64,7 +54,7 @@ import Testing
                     "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
                     "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
                 ]
-                let workers = try (0..<2).map { _ in try ChildProcess.spawn(try Self.bookwormBinary(), ["worker"], environment: environment) }
+                let workers = try (0..<2).map { _ in try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment) }
                 let allSent = try await eventually(within: 90, interval: .milliseconds(200)) {
                     try await app.outboxStatuses().allSatisfy { $0 == "sent" }
                 }

@@ -96,27 +96,77 @@ package struct Database: Sendable {
         }
     }
 
-    /// Runs `operation` in a child task and gives up on it when it has no connection by the
-    /// acquire deadline, or has not finished a statement's time after that. Cancelling withdraws a
-    /// waiting lease from the pool; the server's own statement timeout ends a running statement.
+    /// Runs `operation` in a task of its own and stops waiting for it when it has no connection
+    /// by the acquire deadline, or has not finished a statement's time after that. The caller
+    /// is answered at the deadline whatever the operation is stuck in; the operation is cancelled
+    /// (a waiting lease is withdrawn from the pool, the server's statement timeout ends a statement).
     private func withDeadlines<T: Sendable>(
         _ operation: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
     ) async throws -> T {
         let lease = LeaseFlag()
         let deadlines = self.deadlines
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await operation { lease.set() } }
-            group.addTask {
-                try await Task.sleep(for: deadlines.acquire)
-                if lease.isSet { try await Task.sleep(for: deadlines.statement + .milliseconds(500)) }
+        let race = Race<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation,
+                           work: Task { race.finish(await Result(catching: { try await operation { lease.set() } })) },
+                           timer: Task {
+                               try await Task.sleep(for: deadlines.acquire)
+                               if lease.isSet { try await Task.sleep(for: deadlines.statement + .milliseconds(500)) }
+                               race.finish(.failure(DatabaseDeadlineExceeded(leased: lease.isSet)))
+                           })
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
+        }
+    }
+}
+
+/// One answer for a caller from whichever comes first: the work, the deadline or cancellation.
+private final class Race<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var early: Result<T, any Error>?
+        var tasks: [Task<Void, any Error>] = []
+        var done = false
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, any Error>, timer: Task<Void, any Error>) {
+        let early: Result<T, any Error>? = state.withLock { state in
+            state.tasks = [work, timer]
+            guard let early = state.early else {
+                state.continuation = continuation
                 return nil
             }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw DatabaseDeadlineExceeded(leased: lease.isSet)
-            }
-            return value
+            return early
         }
+        if let early {
+            work.cancel()
+            timer.cancel()
+            continuation.resume(with: early)
+        }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, any Error>]) = state.withLock { state in
+            guard !state.done else { return (nil, []) }
+            state.done = true
+            guard let continuation = state.continuation else {
+                state.early = result
+                return (nil, [])
+            }
+            state.continuation = nil
+            return (continuation, state.tasks)
+        }
+        tasks.forEach { $0.cancel() }
+        continuation?.resume(with: result)
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
 

@@ -85,7 +85,7 @@ package struct ProblemMiddleware: RouterMiddleware {
         case let error as AppError:
             return try error.response(from: request, context: context)
         case let error where DatabaseOutage.matches(error):
-            context.logger.warning("database unavailable", metadata: ["error": .string(String(describing: error))])
+            context.logger.warning("database unavailable", metadata: ["error": .string(String(reflecting: error))])
             return try AppError.databaseUnavailable.response(from: request, context: context)
         case let error as HTTPParserError:
             // The body's framing is broken: what follows on this connection cannot be trusted, so

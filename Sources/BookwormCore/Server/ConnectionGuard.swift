@@ -47,7 +47,7 @@ package final class ConnectionGate: Sendable {
     }
 
     func admit() -> Bool {
-        let (now, _) = open.add(1, ordering: .relaxed)
+        let (_, now) = open.add(1, ordering: .relaxed)
         if now > limit {
             open.subtract(1, ordering: .relaxed)
             return false

@@ -1,0 +1,116 @@
+import Foundation
+import HTTPTypes
+import Testing
+@testable import BookwormCore
+@testable import BookwormApp
+@testable import BookwormTestSupport
+
+/// What an attacker or a broken client sends a real `bookworm serve` process over raw sockets.
+@Suite struct HostileInputTests {
+    static let login = "POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+    /// Broken framing ends in a 400 (or a closed connection), never a 500, and nothing after it
+    /// on the same connection is read as a request.
+    @Test(arguments: [
+        ("bad chunk size", login + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"),
+        ("Content-Length and Transfer-Encoding", login + "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"),
+        ("chunk longer than its size", login + "Transfer-Encoding: chunked\r\n\r\n1\r\n{}\r\n0\r\n\r\n"),
+    ])
+    func malformedFramingIsA400AndTheConnectionCloses(name: String, request: String) async throws {
+        try await withServer { server in
+            let socket = try RawSocket(port: server.port)
+            // A well-formed request right behind the broken one: it must not be answered.
+            try socket.send(request + "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(closed, "\(name): connection left open")
+            #expect(!text.contains("HTTP/1.1 5"), "\(name): \(text)")
+            #expect(text.isEmpty || text.hasPrefix("HTTP/1.1 400"), "\(name): \(text)")
+            #expect(text.components(separatedBy: "HTTP/1.1 ").count <= 2, "\(name): answered the smuggled request: \(text)")
+        }
+    }
+
+    @Test func aTruncatedBodyIsA400NotA500() async throws {
+        try await withServer { server in
+            let socket = try RawSocket(port: server.port)
+            try socket.send(Self.login + "Content-Length: 100\r\n\r\n{\"login\":")
+            socket.shutdownWrite()
+            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(closed)
+            #expect(text.isEmpty || text.hasPrefix("HTTP/1.1 400"), "\(text)")
+        }
+    }
+
+    /// PostgreSQL refuses NUL in text; every way a string gets in is a 400 naming where.
+    @Test func nulBytesAnywhereAreA400NamingTheField() async throws {
+        try await withApp { app in
+            let alice = try await app.register()
+            let author = try await app.request(.get, "/v1/posts?author=a%00b")
+            #expect(author.status == .badRequest)
+            #expect(try author.jsonObject()["errors"].map { "\($0)" }?.contains("query.author") == true)
+
+            let login = try await app.request(.post, "/v1/auth/login", raw: #"{"login":"a\u0000b","password":"x"}"#)
+            #expect(login.status == .badRequest)
+            #expect("\(try login.jsonObject()["errors"] ?? "")".contains("login"))
+
+            let nested = try await app.request(.post, "/v1/me/copies", raw: #"{"title":"T","authors":["ok","b\u0000"]}"#,
+                                               token: alice.token)
+            #expect(nested.status == .badRequest)
+            #expect("\(try nested.jsonObject()["errors"] ?? "")".contains("authors[1]"))
+
+            let path = try await app.request(.get, "/v1/users/a%00b")
+            #expect(path.status == .badRequest)
+            let utf8 = try await app.request(.get, "/v1/books?q=%FF%FE")
+            #expect(utf8.status == .badRequest)
+            #expect("\(try utf8.jsonObject()["errors"] ?? "")".contains("query.q"))
+        }
+    }
+
+    /// 2,000 idle connections and 50 clients stuck halfway through their headers: normal clients
+    /// are still answered, and the server closes the idle and the slow ones after its timeout.
+    @Test func idleAndSlowHeaderClientsDoNotLockOthersOut() async throws {
+        _ = raiseOpenFilesLimit()
+        try await withServer(["BOOKWORM_IDLE_TIMEOUT_SECONDS": "3", "BOOKWORM_MAX_CONNECTIONS": "5000"]) { server in
+            let limits = try server.openFilesLimit()
+            #expect(limits.soft == limits.hard, "soft open-files limit not raised: \(limits)")
+            let idle = try (0..<2000).map { _ in try RawSocket(port: server.port) }
+            let slow = try (0..<50).map { _ in try RawSocket(port: server.port) }
+            for socket in slow { try socket.send("GET /health/live HTTP/1.1\r\nHost: x\r\nX-Slow: ") }
+            for _ in 0..<20 {
+                #expect(try rawRequest(port: server.port, "GET", "/health/live", timeout: 5).status == 200)
+            }
+            // Every held connection is closed by the server: waiting on each is waiting for an event.
+            let stillOpen = (idle + slow).filter { !$0.readUntilClosed(timeout: 15).closed }.count
+            #expect(stillOpen == 0, "\(stillOpen) idle connections never closed")
+            #expect(try rawRequest(port: server.port, "GET", "/health/live", timeout: 5).status == 200)
+        }
+    }
+
+    /// At the connection cap a new client is refused at once (503), not left hanging.
+    @Test func pastTheConnectionCapANewClientIsRefusedAtOnce() async throws {
+        try await withServer(["BOOKWORM_IDLE_TIMEOUT_SECONDS": "60", "BOOKWORM_MAX_CONNECTIONS": "20"]) { server in
+            let held = try (0..<20).map { _ in try RawSocket(port: server.port) }
+            // The server counts a connection once it has accepted it: poke until all 20 are in.
+            #expect(try await eventually(within: 10, interval: .milliseconds(50)) {
+                (try? rawRequest(port: server.port, "GET", "/health/live", timeout: 5))?.status == 503
+            })
+            let refused = try rawRequest(port: server.port, "GET", "/health/live", timeout: 5)
+            #expect(refused.status == 503)
+            #expect(refused.headers["retry-after"] != nil)
+            // A slot freed is a client served.
+            held.forEach { $0.shutdownWrite() }
+            #expect(try await eventually(within: 10, interval: .milliseconds(50)) {
+                (try? rawRequest(port: server.port, "GET", "/health/live", timeout: 5))?.status == 200
+            })
+        }
+    }
+
+    private func withServer(_ environment: [String: String] = [:], _ body: @Sendable (ServerProcess) async throws -> Void) async throws {
+        try await withTestDatabase { settings, _ in
+            let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: environment)
+            defer { server.stop() }
+            try await body(server)
+        }
+    }
+}

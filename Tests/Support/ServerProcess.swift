@@ -1,0 +1,82 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import BookwormCore
+
+/// The `bookworm` executable built beside the test binary.
+func bookwormBinary() throws -> String {
+    let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    for folder in [here.deletingLastPathComponent(), here.deletingLastPathComponent().deletingLastPathComponent()] {
+        let candidate = folder.appendingPathComponent("bookworm").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    throw TestFailure("bookworm executable not found beside \(here.path); build with `swift build --build-tests`")
+}
+
+/// A real `bookworm serve` process on a free port, for what only a real server shows:
+/// sockets, file descriptors, timeouts, a database going away under it.
+final class ServerProcess: @unchecked Sendable {
+    let pid: pid_t
+    let port: Int
+    let logPath: String
+
+    /// Starts `bookworm serve --no-worker --migrate` on `databaseURL` and waits until it answers.
+    init(databaseURL: String, environment extra: [String: String] = [:]) async throws {
+        port = try Self.freePort()
+        logPath = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-server-\(UUID().uuidString).log").path
+        var environment = [
+            "DATABASE_URL": databaseURL, "BOOKWORM_PORT": String(port), "LOG_LEVEL": "warning",
+            "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
+            "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ]
+        environment.merge(extra) { $1 }
+        pid = try ChildProcess.spawn(try bookwormBinary(), ["serve", "--no-worker", "--migrate"], environment: environment,
+                                     outputPath: logPath)
+        let port = self.port
+        let up = try await eventually(within: 60, interval: .milliseconds(100)) {
+            (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200
+        }
+        guard up else {
+            stop()
+            throw TestFailure("server did not come up: \(log.suffix(2000))")
+        }
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM, then waits for it to exit.
+    func stop() {
+        kill(pid, SIGTERM)
+        _ = ChildProcess.wait(pid)
+    }
+
+    /// The process's open-files limit as the kernel reports it: (soft, hard).
+    func openFilesLimit() throws -> (soft: String, hard: String) {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else {
+            throw TestFailure("no open-files line in /proc/\(pid)/limits")
+        }
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return (String(fields[3]), String(fields[4]))
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(fd, pointer, length) == 0 else { return -1 }
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw TestFailure("could not find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
