@@ -2,7 +2,7 @@
 # Both install what is missing first (`make deps`).
 
 SWIFT ?= swift
-APT_PACKAGES := libsodium-dev libcurl4-openssl-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd
+APT_PACKAGES := libsodium-dev libcurl4-openssl-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv
 BENCH_PACKAGES := wrk postgresql-15-postgis-3
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -13,7 +13,11 @@ TEST_DATA_DIR ?= $(shell \
 	then echo /tmp/bookworm-test-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-10); \
 	else echo "$(CURDIR)/.bookworm/test"; fi)
 
-.PHONY: deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json seed stop-test-db clean
+# Schemathesis (PyPI) for the conformance test, in a venv of the checkout; pinned.
+VENV := $(CURDIR)/.bookworm/venv
+SCHEMATHESIS_VERSION := 4.32.5
+
+.PHONY: conformance-deps deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -36,9 +40,14 @@ build: deps
 run: deps
 	$(SWIFT) run bookworm serve
 
-test: deps
+conformance-deps: deps
+	@if ! "$(VENV)/bin/schemathesis" --version 2>/dev/null | grep -q "$(SCHEMATHESIS_VERSION)"; then \
+		python3 -m venv "$(VENV)" && "$(VENV)/bin/pip" install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; \
+	fi
+
+test: deps conformance-deps
 	@mkdir -p "$(TEST_DATA_DIR)"
-	@status=0; BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
+	@status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status
 
 # The tests leave their cluster running for the next test process of the same run; stop it.

@@ -60,9 +60,9 @@ package struct AccountMail: Sendable {
         switch try await verifications.checkCode(userID: user.id, code: code) {
         case .verified: return
         case .wrong(let remaining) where remaining > 0:
-            throw AppError.invalid("code", "is not the code we sent (\(remaining) tries left)")
+            throw AppError.broken("code", "is not the code we sent (\(remaining) tries left)")
         case .wrong, .expired:
-            throw AppError.invalid("code", "has expired or was tried too often; ask for a new one")
+            throw AppError.broken("code", "has expired or was tried too often; ask for a new one")
         }
     }
 
@@ -104,5 +104,5 @@ package struct AccountMail: Sendable {
         }
     }
 
-    static let badToken = AppError.invalid("token", "is unknown, used or expired; ask for a new link")
+    static let badToken = AppError.broken("token", "is unknown, used or expired; ask for a new link")
 }

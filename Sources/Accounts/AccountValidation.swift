@@ -22,7 +22,7 @@ package enum AccountValidation {
               let local = parts.first, let domain = parts.last,
               (1...64).contains(local.utf8.count), domain.count >= 3,
               domain.contains("."), !domain.hasPrefix("."), !domain.hasSuffix("."), !domain.contains(".."),
-              value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f && !"<>()[],;:\\\"".unicodeScalars.contains($0) })
+              value.unicodeScalars.allSatisfy({ $0.value > 0x20 && !(0x7f...0x9f).contains($0.value) && !"<>()[],;:\\\"".unicodeScalars.contains($0) })
         else {
             throw AppError.invalid("email", "must be an email address such as name@example.org")
         }
@@ -30,7 +30,8 @@ package enum AccountValidation {
     }
 
     package static func password(_ value: String, field: String = "password") throws -> String {
-        guard (10...128).contains(value.count) else {
+        // Code points, as the schema's minLength/maxLength and PostgreSQL's char_length count.
+        guard (10...128).contains(value.unicodeScalars.count) else {
             throw AppError.invalid(field, "must be 10 to 128 characters")
         }
         return value
@@ -50,7 +51,7 @@ package enum AccountValidation {
         guard let raw else { return nil }
         let value = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         if value.isEmpty { return nil }
-        guard value.count <= maxLength else {
+        guard value.unicodeScalars.count <= maxLength else {
             throw AppError.invalid(field, "must be at most \(maxLength) characters")
         }
         let badControl = value.unicodeScalars.contains { scalar in

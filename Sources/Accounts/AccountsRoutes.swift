@@ -30,10 +30,10 @@ package struct AccountsRoutes: Sendable {
         var request = request
         let body = try await request.decodeStrict(RegisterBody.self, context: context)
         var errors: [FieldError] = []
-        let email = collectFieldErrors(&errors) { try AccountValidation.email(body.email) }
-        let username = collectFieldErrors(&errors) { try AccountValidation.username(body.username) }
-        let password = collectFieldErrors(&errors) { try AccountValidation.password(body.password) }
-        let displayName = collectFieldErrors(&errors) { try AccountValidation.displayName(body.displayName) }
+        let email = try collectFieldErrors(&errors) { try AccountValidation.email(body.email) }
+        let username = try collectFieldErrors(&errors) { try AccountValidation.username(body.username) }
+        let password = try collectFieldErrors(&errors) { try AccountValidation.password(body.password) }
+        let displayName = try collectFieldErrors(&errors) { try AccountValidation.displayName(body.displayName) }
         guard errors.isEmpty, let email, let username, let password, let displayName else {
             throw AppError.validation(errors)
         }
@@ -89,7 +89,7 @@ package struct AccountsRoutes: Sendable {
         let body = try await request.decodeStrict(ChangePasswordBody.self, context: context)
         let new = try AccountValidation.password(body.newPassword, field: "new_password")
         guard !body.currentPassword.isEmpty, body.currentPassword.utf8.count <= 1024 else {
-            throw AppError.invalid("current_password", "is incorrect")
+            throw AppError.broken("current_password", "is incorrect")
         }
         try await service.changePassword(session: session, current: body.currentPassword, new: new)
         return .noContent()

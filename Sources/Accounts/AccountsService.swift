@@ -95,7 +95,7 @@ package struct AccountsService: Sendable {
         }
         guard try await hasher.verify(current, against: session.user.passwordHash) else {
             try await throttles.record(keys: [accountKey], window: policy.loginWindow)
-            throw AppError.invalid("current_password", "is incorrect")
+            throw AppError.broken("current_password", "is incorrect")
         }
         let hash = try await hasher.hash(new)
         try await client.transaction(logger: logger) { connection in

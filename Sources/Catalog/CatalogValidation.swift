@@ -7,9 +7,12 @@ package enum CatalogValidation {
     package static func book(isbn: String?, title: String?, authors: [String]?, publisher: String?,
                      publishedYear: Int?, language: String?) throws -> NewBook {
         var errors: [FieldError] = []
+        var broken: [FieldError] = []
         var parsedISBN: ISBN?
-        if let isbn, !isbn.trimmingCharacters(in: .whitespaces).isEmpty {
-            do { parsedISBN = try ISBN(isbn) } catch { errors.append(FieldError("isbn", error.message)) }
+        if let isbn, !isbn.allSatisfy({ $0 == " " }) {
+            do { parsedISBN = try ISBN(isbn) } catch {
+                if error == .shape { errors.append(FieldError("isbn", error.message)) } else { broken.append(FieldError("isbn", error.message)) }
+            }
         }
         let cleanTitle = (try? AccountValidation.text(title, field: "title", maxLength: 300, allowNewlines: false)) ?? nil
         if cleanTitle == nil { errors.append(FieldError("title", "is required: 1 to 300 characters, no control characters")) }
@@ -17,18 +20,21 @@ package enum CatalogValidation {
         if cleanAuthors.isEmpty || cleanAuthors.count != (authors ?? []).count || cleanAuthors.count > 20 {
             errors.append(FieldError("authors", "must be a list of 1 to 20 names, each 1 to 200 characters"))
         }
-        let cleanPublisher = collectFieldErrors(&errors) { try AccountValidation.text(publisher, field: "publisher", maxLength: 200, allowNewlines: false) } ?? nil
+        let cleanPublisher = try collectFieldErrors(&errors) { try AccountValidation.text(publisher, field: "publisher", maxLength: 200, allowNewlines: false) } ?? nil
         let currentYear = Calendar(identifier: .gregorian).component(.year, from: Date())
-        if let year = publishedYear, !(0...(currentYear + 1)).contains(year) {
-            errors.append(FieldError("published_year", "must be between 0 and \(currentYear + 1)"))
+        if let year = publishedYear, !(0...9999).contains(year) {
+            errors.append(FieldError("published_year", "must be between 0 and 9999"))
+        } else if let year = publishedYear, year > currentYear + 1 {
+            broken.append(FieldError("published_year", "must be at most \(currentYear + 1)"))
         }
         var cleanLanguage: String?
         if let language {
-            let value = language.trimmingCharacters(in: .whitespaces).lowercased()
+            let value = language.lowercased()
             let valid = (2...35).contains(value.count) && value.allSatisfy { ($0.isASCII && $0.isLetter) || $0 == "-" }
             if valid { cleanLanguage = value } else { errors.append(FieldError("language", "must be a language tag such as en or pt-br")) }
         }
         guard errors.isEmpty, let cleanTitle else { throw AppError.validation(errors) }
+        guard broken.isEmpty else { throw AppError.rule(broken) }
         return NewBook(isbn: parsedISBN, title: cleanTitle, authors: cleanAuthors, publisher: cleanPublisher,
                        publishedYear: publishedYear, language: cleanLanguage)
     }
@@ -38,7 +44,8 @@ package enum CatalogValidation {
         do {
             return try ISBN(raw).isbn13
         } catch {
-            throw AppError.invalid("isbn", error.message)
+            if error == .shape { throw AppError.invalid("isbn", error.message) }
+            throw AppError.broken("isbn", error.message)
         }
     }
 

@@ -74,10 +74,13 @@ package struct CopiesRoutes: Sendable {
         let notes = try CatalogValidation.notes(body.notes)
         let book: BookChoice
         switch (body.bookID, body.isbn ?? body.title) {
-        case (.some, .some): throw AppError.invalid("book_id", "give either book_id or isbn/title/authors, not both")
-        case (nil, nil): throw AppError.invalid("book_id", "give book_id, or isbn/title/authors")
+        case (.some, .some): throw AppError.broken("book_id", "give either book_id or isbn/title/authors, not both")
+        case (nil, nil): throw AppError.broken("book_id", "give book_id, or isbn/title/authors")
         case (.some(let id), nil): book = .existing(id)
         case (nil, .some):
+            // Optional in the schema, required together here: a rule, not a malformed body.
+            if body.title == nil { throw AppError.broken("title", "is required to describe a book (with authors)") }
+            if body.authors == nil { throw AppError.broken("authors", "is required to describe a book (with title)") }
             book = .described(try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors,
                                                          publisher: body.publisher, publishedYear: body.publishedYear,
                                                          language: body.language))

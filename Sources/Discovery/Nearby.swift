@@ -39,10 +39,10 @@ package struct DistanceCursor: Equatable, Sendable {
     }
 
     init(encoded text: String) throws {
-        let cursor = try Cursor(encoded: text)
-        let distance = Double(bitPattern: UInt64(bitPattern: cursor.micros))
-        guard distance.isFinite, distance >= 0 else { throw AppError.invalid("cursor", "is malformed") }
-        self.init(distance: distance, id: cursor.id)
+        let cursor = try Cursor(encoded: text, raw: true)
+        // Any 32 characters decode; bits that are no distance mean "past everything" (an empty page).
+        let distance = Double(bitPattern: UInt64(bitPattern: cursor.micros)).magnitude
+        self.init(distance: distance.isFinite ? distance : .greatestFiniteMagnitude, id: cursor.id)
     }
 }
 

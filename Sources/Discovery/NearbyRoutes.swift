@@ -45,9 +45,9 @@ package struct NearbyRoutes: Sendable {
     /// `latitude`, `longitude` (required) and `radius_km` (default 10, at most 500).
     static func parseArea(_ request: Request) throws -> (GeoPoint, radiusKm: Double) {
         var errors: [FieldError] = []
-        let latitude = collectFieldErrors(&errors) { try number(request, "latitude", default: nil) }
-        let longitude = collectFieldErrors(&errors) { try number(request, "longitude", default: nil) }
-        let radius = collectFieldErrors(&errors) { try number(request, "radius_km", default: NearbyQuery.defaultRadiusKm) }
+        let latitude = try collectFieldErrors(&errors) { try number(request, "latitude", default: nil) }
+        let longitude = try collectFieldErrors(&errors) { try number(request, "longitude", default: nil) }
+        let radius = try collectFieldErrors(&errors) { try number(request, "radius_km", default: NearbyQuery.defaultRadiusKm) }
         guard errors.isEmpty, let latitude, let longitude, let radius else { throw AppError.validation(errors) }
         let origin = try PlacesValidation.point(latitude: latitude, longitude: longitude)
         guard radius > 0, radius <= NearbyQuery.maxRadiusKm else {

@@ -149,8 +149,8 @@ package enum FeedValidation {
 
     static func newPost(_ body: CreatePostBody) throws -> NewPost {
         var errors: [FieldError] = []
-        let postKind = collectFieldErrors(&errors) { try Self.kind(body.kind) }
-        let text = collectFieldErrors(&errors) { try Self.body(body.body) }
+        let postKind = try collectFieldErrors(&errors) { try Self.kind(body.kind) }
+        let text = try collectFieldErrors(&errors) { try Self.body(body.body) }
         guard errors.isEmpty, let postKind, let text else { throw AppError.validation(errors) }
         return NewPost(kind: postKind, body: text, bookID: body.bookID, copyID: body.copyID, pinID: body.pinID)
     }

@@ -26,10 +26,18 @@ package struct PostsRoutes: Sendable {
         let page = try PageRequest(request)
         var filter = FeedFilter()
         var errors: [FieldError] = []
-        filter.kind = collectFieldErrors(&errors) { try request.queryText("kind").map(FeedValidation.kind) } ?? nil
-        filter.author = collectFieldErrors(&errors) { try request.queryText("author", maxLength: 30) } ?? nil
-        filter.bookID = collectFieldErrors(&errors) { try Self.uuidParameter(request, "book_id") } ?? nil
-        filter.near = collectFieldErrors(&errors) { try Self.area(request) } ?? nil
+        filter.kind = try collectFieldErrors(&errors) { try request.queryText("kind").map(FeedValidation.kind) } ?? nil
+        filter.author = try collectFieldErrors(&errors) {
+            try request.queryValue("author").map { raw in
+                // As strict as the schema's pattern: a username exactly, not something that trims to one.
+                guard raw.utf8.count <= 30, (try? AccountValidation.username(raw, field: "author")) == raw.lowercased() else {
+                    throw AppError.invalid("author", "must be a username: 3 to 30 characters of a-z, 0-9 and _")
+                }
+                return raw
+            }
+        } ?? nil
+        filter.bookID = try collectFieldErrors(&errors) { try Self.uuidParameter(request, "book_id") } ?? nil
+        filter.near = try collectFieldErrors(&errors) { try Self.area(request) } ?? nil
         guard errors.isEmpty else { throw AppError.validation(errors) }
         if filter.near != nil { _ = try context.requireSession() }
         filter.viewerID = context.session?.user.id
@@ -56,7 +64,7 @@ package struct PostsRoutes: Sendable {
     }
 
     static func uuidParameter(_ request: Request, _ name: String) throws -> UUID? {
-        guard let raw = try request.queryText(name, maxLength: 64) else { return nil }
+        guard let raw = request.queryValue(name) else { return nil }
         guard let id = UUID(uuidString: raw) else { throw AppError.invalid(name, "must be a UUID") }
         return id
     }
@@ -70,7 +78,7 @@ package struct PostsRoutes: Sendable {
         for name in ["latitude", "longitude"] where !given.contains(name) {
             errors.append(FieldError(name, "is required with \(given.joined(separator: ", "))"))
         }
-        guard errors.isEmpty else { throw AppError.validation(errors) }
+        guard errors.isEmpty else { throw AppError.rule(errors) }
         let (origin, radius) = try NearbyRoutes.parseArea(request)
         return NearbyArea(origin: origin, radiusKm: radius)
     }

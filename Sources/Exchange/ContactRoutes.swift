@@ -32,7 +32,7 @@ package struct ContactRoutes: Sendable {
 
     static func validate(_ body: ContactBody) throws -> (ContactTarget, String) {
         var errors: [FieldError] = []
-        let text = collectFieldErrors(&errors) { try FeedValidation.body(body.message, field: "message") }
+        let text = try collectFieldErrors(&errors) { try FeedValidation.body(body.message, field: "message") }
         var targets: [ContactTarget] = []
         if let username = body.toUsername?.trimmingCharacters(in: .whitespaces), !username.isEmpty {
             if username.count > 30 { errors.append(FieldError("to_username", "is not a username")) }
@@ -40,10 +40,10 @@ package struct ContactRoutes: Sendable {
         }
         if let copy = body.copyID { targets.append(.copy(copy)) }
         if let post = body.postID { targets.append(.post(post)) }
-        if targets.count != 1 {
-            errors.append(FieldError("to_username", "give exactly one of to_username, copy_id, post_id"))
+        guard errors.isEmpty, let text else { throw AppError.validation(errors) }
+        guard targets.count == 1, let target = targets.first else {
+            throw AppError.broken("to_username", "give exactly one of to_username, copy_id, post_id")
         }
-        guard errors.isEmpty, let text, let target = targets.first else { throw AppError.validation(errors) }
         return (target, text)
     }
 

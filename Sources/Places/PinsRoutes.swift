@@ -29,9 +29,9 @@ package struct PinsRoutes: Sendable {
         var request = request
         let body = try await request.decodeStrict(CreatePinBody.self, context: context)
         var errors: [FieldError] = []
-        let label = collectFieldErrors(&errors) { try PlacesValidation.label(body.label) }
-        let kind = collectFieldErrors(&errors) { try PlacesValidation.kind(body.kind) }
-        let point = collectFieldErrors(&errors) { try PlacesValidation.point(latitude: body.latitude, longitude: body.longitude) }
+        let label = try collectFieldErrors(&errors) { try PlacesValidation.label(body.label) }
+        let kind = try collectFieldErrors(&errors) { try PlacesValidation.kind(body.kind) }
+        let point = try collectFieldErrors(&errors) { try PlacesValidation.point(latitude: body.latitude, longitude: body.longitude) }
         guard errors.isEmpty, let label, let kind, let point else { throw AppError.validation(errors) }
         let pin = try await service.create(owner: owner, label: label, kind: kind, point: point, makeDefault: body.isDefault == true)
         return try .json(pin, status: .created, for: request)

@@ -34,11 +34,13 @@ final class ServerProcess: @unchecked Sendable {
         environment.merge(extra) { $1 }
         pid = try ChildProcess.spawn(try bookwormBinary(), ["serve", "--no-worker", "--migrate"], environment: environment,
                                      outputPath: logPath)
-        let port = self.port
+        let (port, pid) = (self.port, self.pid)
         let up = try await eventually(within: 60, interval: .milliseconds(100)) {
-            (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid { return true }  // exited: reported below
+            return (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200
         }
-        guard up else {
+        guard up, kill(pid, 0) == 0, (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200 else {
             stop()
             throw TestFailure("server did not come up: \(log.suffix(2000))")
         }

@@ -29,6 +29,7 @@ package enum InputSanity {
                 return FieldError("path", message)
             }
         }
+        var seen: Set<String> = []
         for item in (query ?? "").split(separator: "&") {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let rawName = parts[0]
@@ -39,6 +40,10 @@ package enum InputSanity {
             }
             if parts.count > 1, let message = problem(inPercentEncoded: parts[1], plusIsSpace: true) {
                 return FieldError(field, message)
+            }
+            // Every parameter is single-valued: a repeat is ambiguous, not "the first one wins".
+            if let name, !seen.insert(name).inserted {
+                return FieldError(field, "must be given once")
             }
         }
         for field in headers where field.value.utf8.contains(0) {

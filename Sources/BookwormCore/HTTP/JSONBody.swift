@@ -25,7 +25,7 @@ extension Request {
     /// type/missing-field errors naming the field (400).
     package mutating func decodeStrict<T: StrictBody>(_ type: T.Type, context: AppRequestContext) async throws -> T {
         try requireJSONMediaType()
-        let data = try await collectLimitedBody(limit: context.maxBodyBytes)
+        let data = LoneSurrogates.repaired(try await collectLimitedBody(limit: context.maxBodyBytes))
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data, options: [])
@@ -107,5 +107,46 @@ enum JSONErrorText {
         case is Int.Type, is Double.Type: "a number"
         default: "a \(type)"
         }
+    }
+}
+
+/// JSON's grammar allows a `\uD800`–`\uDFFF` escape with no partner, but no Swift string can
+/// hold one and Foundation refuses the whole document. Such an escape is read as U+FFFD, as
+/// most JSON readers do, so the field arrives and its own rules judge it.
+enum LoneSurrogates {
+    static func repaired(_ data: Data) -> Data {
+        let bytes = [UInt8](data)
+        guard bytes.count >= 6, bytes.contains(UInt8(ascii: "\\")) else { return data }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\\"), index + 1 < bytes.count {
+                if bytes[index + 1] == UInt8(ascii: "u"), let unit = unit(bytes, at: index), (0xD800...0xDFFF).contains(unit) {
+                    let next = unit <= 0xDBFF ? Self.unit(bytes, at: index + 6) : nil
+                    if let next, (0xDC00...0xDFFF).contains(next) {
+                        output += bytes[index..<index + 12]
+                        index += 12
+                    } else {
+                        output += Array("\\ufffd".utf8)
+                        index += 6
+                    }
+                    continue
+                }
+                output += bytes[index...index + 1]
+                index += 2
+                continue
+            }
+            output.append(byte)
+            index += 1
+        }
+        return Data(output)
+    }
+
+    /// The code unit of a `\uXXXX` escape starting at `start`.
+    private static func unit(_ bytes: [UInt8], at start: Int) -> UInt32? {
+        guard start + 6 <= bytes.count, bytes[start] == UInt8(ascii: "\\"), bytes[start + 1] == UInt8(ascii: "u") else { return nil }
+        return UInt32(String(decoding: bytes[start + 2..<start + 6], as: UTF8.self), radix: 16)
     }
 }

@@ -132,7 +132,9 @@ extension Router where Context == AppRequestContext {
             let key = route.path.description
             methodsByPath[key, default: (route.path, [])].methods.insert(route.method.rawValue)
         }
-        let candidates: [HTTPRequest.Method] = [.get, .post, .put, .patch, .delete]
+        // QUERY (the safe method with a body) too: a client trying it hears 405, not 404.
+        let candidates: [HTTPRequest.Method] = [.get, .post, .put, .patch, .delete, .options, .trace]
+            + [HTTPRequest.Method("QUERY")].compactMap { $0 }
         for (_, entry) in methodsByPath {
             let served = entry.methods.contains("GET") ? entry.methods.union(["HEAD"]) : entry.methods
             let allowed = served.sorted()

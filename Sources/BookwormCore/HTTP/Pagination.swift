@@ -29,25 +29,39 @@ package struct Cursor: Equatable, Sendable {
     package let micros: Int64
     package let id: UUID
 
-    package var encoded: String { SecureRandom.base64URL(Array("\(micros):\(id.apiString)".utf8)) }
+    /// Exactly 32 base64url characters: 8 bytes of position, 16 of id. Every string of that
+    /// shape decodes, so the schema's pattern says precisely what is accepted.
+    package static let pattern = "^[A-Za-z0-9_-]{32}$"
+    /// The positions a time cursor may name (years 1 to 9999), so SQL time arithmetic never overflows.
+    static let microsRange: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
+
+    package var encoded: String {
+        var bytes = withUnsafeBytes(of: micros.bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: id.uuid) { Array($0) }
+        return SecureRandom.base64URL(bytes)
+    }
 
     package init(micros: Int64, id: UUID) {
         self.micros = micros
         self.id = id
     }
 
-    package init(encoded text: String) throws {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard text.count <= 128, let data = Data(base64Encoded: base64),
-              let decoded = String(data: data, encoding: .utf8) else {
-            throw AppError.invalid("cursor", "is malformed")
+    /// `raw: true` keeps the position's bits as they are (cursors that carry a distance).
+    package init(encoded text: String, raw: Bool = false) throws {
+        guard text.utf8.count == 32, text.utf8.allSatisfy(Self.isBase64URL),
+              let data = Data(base64Encoded: text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")),
+              data.count == 24 else {
+            throw AppError.invalid("cursor", "must be a cursor returned by this API (32 characters)")
         }
-        let parts = decoded.split(separator: ":")
-        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])) else {
-            throw AppError.invalid("cursor", "is malformed")
-        }
-        self.init(micros: micros, id: id)
+        let bytes = [UInt8](data)
+        let position = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let id = UUID(uuid: (bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15],
+                             bytes[16], bytes[17], bytes[18], bytes[19], bytes[20], bytes[21], bytes[22], bytes[23]))
+        self.init(micros: raw ? position : min(max(position, Self.microsRange.lowerBound), Self.microsRange.upperBound), id: id)
+    }
+
+    private static func isBase64URL(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a) || byte == 0x2d || byte == 0x5f
     }
 }
 
@@ -61,12 +75,12 @@ package struct PageRequest: Sendable {
 
     package init(_ request: Request) throws {
         limit = try Self.limit(request)
-        after = try request.uri.queryParameters["cursor"].map { try Cursor(encoded: String($0)) }
+        after = try request.queryValue("cursor").map { try Cursor(encoded: $0) }
     }
 
     /// `?limit=` alone, for lists whose cursor is not a time (nearest-first lists).
     package static func limit(_ request: Request) throws -> Int {
-        guard let raw = request.uri.queryParameters["limit"] else { return defaultLimit }
+        guard let raw = request.queryValue("limit") else { return defaultLimit }
         guard let value = Int(String(raw)), (1...maxLimit).contains(value) else {
             throw AppError.invalid("limit", "must be a whole number from 1 to \(maxLimit)")
         }
@@ -82,9 +96,24 @@ package struct PageRequest: Sendable {
 }
 
 extension Request {
+    /// A query parameter decoded as a form does it (`+` is a space, then percent escapes), the
+    /// first when repeated; nil when absent.
+    package func queryValue(_ name: String) -> String? {
+        for item in (uri.query ?? "").split(separator: "&") {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard Self.formDecoded(parts[0]) == name else { continue }
+            return parts.count > 1 ? Self.formDecoded(parts[1]) ?? "" : ""
+        }
+        return nil
+    }
+
+    private static func formDecoded(_ text: Substring) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+
     /// A query parameter as trimmed text, nil when absent or empty; over `maxLength` is a 400.
     package func queryText(_ name: String, maxLength: Int = 200) throws -> String? {
-        guard let raw = uri.queryParameters[Substring(name)] else { return nil }
+        guard let raw = queryValue(name) else { return nil }
         let value = String(raw).trimmingCharacters(in: .whitespacesAndNewlines)
         guard value.count <= maxLength else { throw AppError.invalid(name, "must be at most \(maxLength) characters") }
         return value.isEmpty ? nil : value

@@ -14,7 +14,7 @@ extension AppError {
         case .conflict: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
-        case .unprocessable: .unprocessableContent
+        case .unprocessable, .rule: .unprocessableContent
         case .throttled: .tooManyRequests
         case .overloaded, .unavailable, .databaseUnavailable: .serviceUnavailable
         }
@@ -25,6 +25,9 @@ extension AppError {
         case .validation(let errors):
             let detail = errors.map { "\($0.field): \($0.message)" }.joined(separator: "; ")
             return Problem(type: "validation", title: "Invalid input", status: status, detail: detail, errors: errors)
+        case .rule(let errors):
+            let detail = errors.map { "\($0.field): \($0.message)" }.joined(separator: "; ")
+            return Problem(type: "rule", title: "Request breaks a rule", status: status, detail: detail, errors: errors)
         case .malformedBody(let detail):
             return Problem(type: "malformed-body", title: "Malformed request body", status: status, detail: detail)
         case .unauthorized(let code, let detail):

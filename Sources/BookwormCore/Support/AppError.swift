@@ -12,12 +12,14 @@ package struct FieldError: Codable, Sendable, Equatable {
 
 /// Runs one field check, keeping its validation errors instead of throwing them, so a client
 /// hears about every bad field of a request at once.
-package func collectFieldErrors<T>(_ errors: inout [FieldError], _ check: () throws -> T) -> T? {
+package func collectFieldErrors<T>(_ errors: inout [FieldError], _ check: () throws -> T) throws -> T? {
     do {
         return try check()
     } catch AppError.validation(let fieldErrors) {
         errors += fieldErrors
         return nil
+    } catch let error as AppError where error.isRule {
+        throw error
     } catch {
         errors.append(FieldError("body", "\(error)"))
         return nil
@@ -29,6 +31,9 @@ package func collectFieldErrors<T>(_ errors: inout [FieldError], _ check: () thr
 /// escapes a handler is a logged 500.
 package enum AppError: Error, Sendable, Equatable {
     case validation([FieldError])
+    /// Well-formed fields that break a rule no schema can state (one of several, a checksum, a
+    /// code that does not match): 422, so a 400 always means "the request breaks the schema".
+    case rule([FieldError])
     case malformedBody(String)
     case unauthorized(code: String, detail: String)
     case forbidden(String)
@@ -47,6 +52,15 @@ package enum AppError: Error, Sendable, Equatable {
     case databaseUnavailable
 
     package static func forbiddenCode(_ code: String, _ detail: String) -> AppError { .forbiddenBecause(code: code, detail: detail) }
+
+    var isRule: Bool {
+        if case .rule = self { return true }
+        return false
+    }
+
+    package static func broken(_ field: String, _ message: String) -> AppError {
+        .rule([FieldError(field, message)])
+    }
 
     package static func invalid(_ field: String, _ message: String) -> AppError {
         .validation([FieldError(field, message)])
