@@ -15,7 +15,7 @@ import Testing
     @Test func aWorkerKilledMidBatchLosesNothing() async throws {
         try await withSink { sink in
             try await withApp { app in
-                let ids = try await app.enqueue(to: (0..<12).map { "slow\($0)@example.org" })
+                let ids = try await app.enqueue(to: (0..<20).map { "slow\($0)@example.org" })
                 let environment = [
                     "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": "6",
                     "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
