@@ -42,6 +42,22 @@ import Testing
         }
     }
 
+    /// A NUL in a header or invalid UTF-8 in a body never reaches a handler: 400, not 500.
+    @Test func nulInAHeaderAndInvalidUTF8InABodyAre400() async throws {
+        try await withServer { server in
+            let header = try RawSocket(port: server.port)
+            try header.send(Array("GET /health/live HTTP/1.1\r\nHost: x\r\nX-Request-Id: a".utf8) + [0] + Array("b\r\n\r\n".utf8))
+            let (bytes, _) = header.readUntilClosed(timeout: 10)
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.isEmpty || text.hasPrefix("HTTP/1.1 400"), "\(text)")
+
+            let body = try RawSocket(port: server.port)
+            let json: [UInt8] = Array(#"{"login":"a"#.utf8) + [0xFF, 0xFE] + Array(#"","password":"x"}"#.utf8)
+            try body.send(Array((Self.login + "Content-Length: \(json.count)\r\nConnection: close\r\n\r\n").utf8) + json)
+            #expect(body.readResponse(timeout: 10)?.status == 400)
+        }
+    }
+
     /// PostgreSQL refuses NUL in text; every way a string gets in is a 400 naming where.
     @Test func nulBytesAnywhereAreA400NamingTheField() async throws {
         try await withApp { app in
@@ -77,9 +93,14 @@ import Testing
             let idle = try (0..<2000).map { _ in try RawSocket(port: server.port) }
             let slow = try (0..<50).map { _ in try RawSocket(port: server.port) }
             for socket in slow { try socket.send("GET /health/live HTTP/1.1\r\nHost: x\r\nX-Slow: ") }
+            var slowest = Duration.zero
             for _ in 0..<20 {
-                #expect(try rawRequest(port: server.port, "GET", "/health/live", timeout: 5).status == 200)
+                let start = ContinuousClock.now
+                // Served, however loaded the machine: the figure is printed, not asserted.
+                #expect(try rawRequest(port: server.port, "GET", "/health/live", timeout: 30).status == 200)
+                slowest = max(slowest, ContinuousClock.now - start)
             }
+            print("flood: \(idle.count) idle + \(slow.count) slow-header connections held; 20 normal requests, slowest \(slowest)")
             // Every held connection is closed by the server: waiting on each is waiting for an event.
             let stillOpen = (idle + slow).filter { !$0.readUntilClosed(timeout: 15).closed }.count
             #expect(stillOpen == 0, "\(stillOpen) idle connections never closed")

@@ -50,11 +50,11 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
         if try run(bin + "/pg_ctl", ["-D", clusterDirectory, "status"], allowFailure: true) != 0 {
             logger.info("starting embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
             let options = serverOptions.map { ["-o", $0] } ?? []
-            let started = try run(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
-                                                    "-w", "-t", "120"] + options + ["start"], allowFailure: true)
-            guard started == 0 else {
+            let started = try runCapturing(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
+                                                             "-w", "-t", "120"] + options + ["start"])
+            guard started.status == 0 else {
                 let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
-                throw Failure(description: "PostgreSQL did not start: \(log.suffix(2000))")
+                throw Failure(description: "PostgreSQL did not start: \(started.output.suffix(1000)) \(log.suffix(2000))")
             }
             lock.withLock { startedByUs = true }
         } else {
@@ -154,12 +154,17 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
     /// is included in the error when it fails.
     @discardableResult
     package func run(_ executable: String, _ arguments: [String], allowFailure: Bool = false, asPostgres: Bool = true) throws -> Int32 {
-        let result = asPostgres && Self.isRoot
-            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
-            : try ChildProcess.run(executable, arguments)
+        let result = try runCapturing(executable, arguments, asPostgres: asPostgres)
         if result.status != 0 && !allowFailure {
             throw Failure(description: "\((executable as NSString).lastPathComponent) failed (\(result.status)): \(result.output)")
         }
         return result.status
+    }
+
+    func runCapturing(_ executable: String, _ arguments: [String], asPostgres: Bool = true) throws -> (status: Int32, output: String) {
+        let result = asPostgres && Self.isRoot
+            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            : try ChildProcess.run(executable, arguments)
+        return (result.status, result.output)
     }
 }
