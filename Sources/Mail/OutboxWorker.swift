@@ -86,14 +86,18 @@ package struct OutboxWorker: Service {
         let batch = try await store.claim(worker: id, batch: policy.batchSize, lease: policy.lease)
         guard !batch.isEmpty else { return 0 }
         var unsent = batch.map(\.id)[...]
+        var renewedAt = clock.now()
         do {
             let session = try await transport.openSession()
             do {
                 for message in batch {
                     if stopping() { break }
-                    // Renew before each send: the batch stays ours however slow the server is,
+                    // Before each send, renew this row's lease (and, once half the lease has gone,
+                    // the rest of the batch's): the batch stays ours however slow the server is,
                     // and a row we no longer hold is skipped, never sent a second time.
-                    let held = try await store.renew(Array(unsent), worker: id, lease: policy.lease)
+                    let wholeBatch = clock.now().timeIntervalSince(renewedAt) > policy.lease / 2
+                    let held = try await store.renew(wholeBatch ? Array(unsent) : [message.id], worker: id, lease: policy.lease)
+                    if wholeBatch { renewedAt = clock.now() }
                     if held.contains(message.id) {
                         try await deliver(message, over: session)
                     } else {

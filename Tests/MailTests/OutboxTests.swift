@@ -147,6 +147,36 @@ extension TestApp {
         }
     }
 
+    /// A worker held up past its lease (here: its first send blocks while the clock moves on)
+    /// loses the rest of its batch to another worker and sends none of it: only the message that
+    /// was already in flight can arrive twice.
+    @Test func aWorkerThatLostItsLeaseSkipsTheRowsAnotherTook() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let ids = try await app.enqueue(to: (0..<5).map { "reader\($0)@example.org" })
+                let policy = OutboxPolicy.forTests(lease: 30)
+                let arrived = SendGate(), released = SendGate()
+                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let slow = OutboxWorker(client: app.db, transport: ObservedTransport(inner: smtp, before: {
+                    arrived.open()
+                    await released.wait()
+                }, after: {}), policy: policy, logger: Logger(label: "slow"), clock: app.clock)
+                let held = Task { try await slow.drainOnce() }
+                await arrived.wait()
+                app.clock.advance(by: 60)
+                let other = try app.worker(sink, policy: policy)
+                while try await other.drainOnce() > 0 {}
+                released.open()
+                _ = try await held.value
+                let received = sink.messages().compactMap { $0.header("Message-ID") }
+                #expect(Set(received) == Set(ids))
+                // 5 from the other worker, plus at most the one the slow worker had in flight.
+                #expect(received.count <= ids.count + 1, "sent \(received.count) for \(ids.count)")
+                #expect(try await app.outboxStatuses().allSatisfy { $0 == "sent" })
+            }
+        }
+    }
+
     /// A crash mid-batch may repeat only the message in flight: each one is marked sent as soon
     /// as the server took it, not at the end of the batch.
     @Test func eachMessageIsMarkedSentAsSoonAsTheServerTakesIt() async throws {
