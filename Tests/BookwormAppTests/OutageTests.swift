@@ -69,9 +69,10 @@ import Testing
         let failed = all.filter { $0.status == 503 }
         #expect(all.allSatisfy { $0.status == 201 || $0.status == 503 }, "\(all.map(\.status))")
         #expect(failed.allSatisfy { $0.retryAfter != nil })
-        // A few seconds at most: the acquire deadline plus a statement's, never the outage's length.
+        // Seconds, not the outage's length: the acquire deadline (1 s) per database call, plus
+        // whatever a machine running every other test at once adds (3.6 s seen in CI).
         let slowest = failed.map(\.seconds).max() ?? 0
-        #expect(slowest < 5, "slowest 503 took \(slowest) s")
+        #expect(slowest < 8, "slowest 503 took \(slowest) s")
         print("outage: \(all.count) requests, \(failed.count) answered 503; fastest 503 \(failed.map(\.seconds).min() ?? 0) s, slowest \(slowest) s")
 
         // Every copy that got a 201 is there.
