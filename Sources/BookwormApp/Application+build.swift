@@ -55,7 +55,10 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     services += [client, hasher] + parts.services
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
-        services.append(OutboxWorker(client: database, transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+        let workerPool = PostgresClient(configuration: settings.clientConfiguration(
+            poolSize: 3, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true), backgroundLogger: logger)
+        services.append(workerPool)
+        services.append(OutboxWorker(client: Database(client: workerPool, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
 

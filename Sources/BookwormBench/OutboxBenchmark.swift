@@ -26,7 +26,9 @@ struct OutboxBenchmark {
         let sink = try BenchSink.start()
         defer { sink.stop() }
         let sinkPort = sink.port
-        let results = try await settings.makeClient(poolSize: 8, logger: logger).whileRunning { client in
+        // Configured as `serve` and `worker` configure the worker's own pool (asynchronous commit).
+        let pool = PostgresClient(configuration: settings.clientConfiguration(poolSize: 8, asynchronousCommit: true), backgroundLogger: logger)
+        let results = try await pool.whileRunning { client in
             try await OutboxBenchmarkSupport.clear(client: client, logger: logger)
             print("queueing \(messages) messages…")
             try await OutboxBenchmarkSupport.enqueue(count: messages, recipient: "reader@example.org", client: client, logger: logger)

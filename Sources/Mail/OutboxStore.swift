@@ -110,12 +110,27 @@ package struct OutboxStore: Sendable {
     /// A sent message's content is dropped: it held codes, reset links and people's messages,
     /// and nothing needs it once delivered (the row keeps who, what kind and when).
     func markSent(_ id: UUID, worker: UUID) async throws {
-        try await client.query("""
+        _ = try await markSent(id, worker: worker, renewing: [], lease: 0)
+    }
+
+    /// Marks `id` sent and renews the lease of `next` in one statement (one commit per message,
+    /// not two); returns which of `next` this worker still holds, as `renew` does.
+    func markSent(_ id: UUID, worker: UUID, renewing next: [UUID], lease: TimeInterval) async throws -> Set<UUID> {
+        let rows = try await client.query("""
+            WITH sent AS (
+                UPDATE outbox_messages
+                SET status = 'sent', sent_at = \(clock.now()), updated_at = \(clock.now()), content = '',
+                    lease_owner = NULL, lease_expires_at = NULL, last_error = NULL
+                WHERE id = \(id) AND lease_owner = \(worker)
+            )
             UPDATE outbox_messages
-            SET status = 'sent', sent_at = \(clock.now()), updated_at = \(clock.now()), content = '',
-                lease_owner = NULL, lease_expires_at = NULL, last_error = NULL
-            WHERE id = \(id) AND lease_owner = \(worker)
+            SET lease_expires_at = \(clock.now()) + make_interval(secs => \(lease))
+            WHERE id = ANY(\(next)) AND lease_owner = \(worker) AND status = 'queued'
+            RETURNING id
             """, logger: logger)
+        var held: Set<UUID> = []
+        for try await id in rows.decode(UUID.self) { held.insert(id) }
+        return held
     }
 
     func scheduleRetry(_ id: UUID, worker: UUID, after delay: TimeInterval, error: String) async throws {

@@ -86,25 +86,10 @@ package struct OutboxWorker: Service {
         let batch = try await store.claim(worker: id, batch: policy.batchSize, lease: policy.lease)
         guard !batch.isEmpty else { return 0 }
         var unsent = batch.map(\.id)[...]
-        var renewedAt = clock.now()
         do {
             let session = try await transport.openSession()
             do {
-                for message in batch {
-                    if stopping() { break }
-                    // Before each send, renew this row's lease (and, once half the lease has gone,
-                    // the rest of the batch's): the batch stays ours however slow the server is,
-                    // and a row we no longer hold is skipped, never sent a second time.
-                    let wholeBatch = clock.now().timeIntervalSince(renewedAt) > policy.lease / 2
-                    let held = try await store.renew(wholeBatch ? Array(unsent) : [message.id], worker: id, lease: policy.lease)
-                    if wholeBatch { renewedAt = clock.now() }
-                    if held.contains(message.id) {
-                        try await deliver(message, over: session)
-                    } else {
-                        logger.warning("outbox lease lost; not sending", metadata: ["message_id": .string(message.messageID)])
-                    }
-                    unsent.removeFirst()
-                }
+                try await send(batch, over: session, unsent: &unsent, stopping: stopping)
             } catch {
                 await session.close()
                 throw error
@@ -118,14 +103,41 @@ package struct OutboxWorker: Service {
         return batch.count
     }
 
-    private func deliver(_ message: ClaimedMessage, over session: any MailSession) async throws {
+    /// Sends in order. Each outcome is recorded by the statement that also renews the next row's
+    /// lease (the whole rest of the batch's once half the lease has gone) and says whether that
+    /// row is still ours: the batch stays ours however slow the server is, and a row whose lease
+    /// ran out and went to another worker is skipped, never sent a second time.
+    private func send(_ batch: [ClaimedMessage], over session: any MailSession, unsent: inout ArraySlice<UUID>,
+                      stopping: () -> Bool) async throws {
+        var held = Set(batch.map(\.id))
+        var renewedAt = clock.now()
+        for message in batch {
+            if stopping() { break }
+            if held.contains(message.id) {
+                let rest = Array(unsent.dropFirst())
+                let wholeBatch = clock.now().timeIntervalSince(renewedAt) > policy.lease / 2
+                if wholeBatch { renewedAt = clock.now() }
+                held = try await deliver(message, over: session, renewing: wholeBatch ? rest : Array(rest.prefix(1)))
+            } else {
+                logger.warning("outbox lease lost; not sending", metadata: ["message_id": .string(message.messageID)])
+                held = try await store.renew(Array(unsent.dropFirst().prefix(1)), worker: id, lease: policy.lease)
+            }
+            unsent.removeFirst()
+        }
+    }
+
+    private func deliver(_ message: ClaimedMessage, over session: any MailSession, renewing next: [UUID]) async throws -> Set<UUID> {
         if message.suppressed {
             try await store.markFailed(message.id, worker: id, error: "recipient suppressed", suppress: nil)
-            return
+            return try await store.renew(next, worker: id, lease: policy.lease)
         }
         let outcome = await session.send(OutgoingMessage(messageID: message.messageID, envelopeFrom: message.envelopeFrom,
                                                          recipient: message.recipient, content: message.content))
+        if case .sent = outcome {
+            return try await store.markSent(message.id, worker: id, renewing: next, lease: policy.lease)
+        }
         try await record(outcome, for: message)
+        return try await store.renew(next, worker: id, lease: policy.lease)
     }
 
     private func record(_ outcome: DeliveryOutcome, for message: ClaimedMessage) async throws {

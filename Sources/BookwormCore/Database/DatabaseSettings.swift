@@ -81,7 +81,12 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
 
     /// `statementTimeout` becomes the server's `statement_timeout` on every pooled connection (the
     /// app's pools); admin clients (migrations) leave it unset.
-    package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil) -> PostgresClient.Configuration {
+    /// `asynchronousCommit` is for the outbox worker's own pool: its bookkeeping (claim, renew,
+    /// mark sent) does not wait for the WAL flush, so a message costs no disk sync. Only a crash
+    /// of PostgreSQL itself can then lose the last few milliseconds of it: a claim or renewal
+    /// (harmless) or a "sent" (that message goes out again), never anything a user wrote.
+    package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil,
+                                     asynchronousCommit: Bool = false) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -101,7 +106,10 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         configuration.options.minimumConnections = 0
         if let statementTimeout {
             let milliseconds = DatabaseDeadlines(statement: statementTimeout).statementTimeoutMilliseconds
-            configuration.options.additionalStartupParameters = [("statement_timeout", "\(milliseconds)")]
+            configuration.options.additionalStartupParameters.append(("statement_timeout", "\(milliseconds)"))
+        }
+        if asynchronousCommit {
+            configuration.options.additionalStartupParameters.append(("synchronous_commit", "off"))
         }
         return configuration
     }
