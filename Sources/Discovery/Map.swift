@@ -13,7 +13,7 @@ package struct MapBox: Sendable {
         // The shape is the schema's pattern (four plain decimals, 400 otherwise); the ranges are a
         // rule the pattern cannot state (422).
         let texts = raw.split(separator: ",", omittingEmptySubsequences: false)
-        let parts = texts.map { Self.isPlainDecimal($0) ? Double($0) : nil }
+        let parts = texts.map { Self.isPlainDecimal($0) ? Double($0).map(PlacesValidation.snapped) : nil }
         guard parts.count == 4, let minLon = parts[0], let minLat = parts[1], let maxLon = parts[2], let maxLat = parts[3] else {
             throw AppError.invalid("bbox", "must be four decimal numbers: min_lon,min_lat,max_lon,max_lat")
         }

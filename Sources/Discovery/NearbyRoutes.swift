@@ -53,7 +53,8 @@ package struct NearbyRoutes: Sendable {
         guard radius > 0, radius <= NearbyQuery.maxRadiusKm else {
             throw AppError.invalid("radius_km", "must be more than 0 and at most \(Int(NearbyQuery.maxRadiusKm))")
         }
-        return (origin, radius)
+        // At least a metre: a radius such as 1e-300 km would underflow PostgreSQL's float math.
+        return (origin, max(radius, 0.001))
     }
 
     private static func number(_ request: Request, _ name: String, default fallback: Double?) throws -> Double {

@@ -93,7 +93,13 @@ package enum PlacesValidation {
         if !latitude.isFinite || !(-90...90).contains(latitude) { errors.append(FieldError("latitude", "must be a number from -90 to 90")) }
         if !longitude.isFinite || !(-180...180).contains(longitude) { errors.append(FieldError("longitude", "must be a number from -180 to 180")) }
         guard errors.isEmpty else { throw AppError.validation(errors) }
-        return GeoPoint(latitude: latitude, longitude: longitude)
+        return GeoPoint(latitude: snapped(latitude), longitude: snapped(longitude))
+    }
+
+    /// To a billionth of a degree (about 0.1 mm): nothing real is lost, and a coordinate such
+    /// as 1e-300 becomes 0 before PostgreSQL's float arithmetic can underflow on it (an error).
+    package static func snapped(_ degrees: Double) -> Double {
+        (degrees * 1e9).rounded() / 1e9
     }
 }
 

@@ -83,6 +83,24 @@ import Testing
         }
     }
 
+    /// Found by schemathesis: PostgreSQL raises an error (not a zero) when float arithmetic
+    /// underflows, so a coordinate such as 1e-300 once made the nearby feed a 500.
+    @Test func vanishinglySmallNumbersNeverUnderflowIntoA500() async throws {
+        try await withApp { app in
+            let alice = try await app.register()
+            // A meetup pin's public point is exact: its tiny latitude met the query's 0 in `^ 2`.
+            _ = try await app.addPin(alice.token, latitude: 1e-170, longitude: -180, kind: "meetup", isDefault: true)
+            _ = try await app.addCopy(alice.token)
+            _ = try await app.addPost(alice.token)
+            let tiny = "latitude=1e-300&longitude=-180&radius_km=1e-300"
+            for path in ["/v1/posts?latitude=0&longitude=-180", "/v1/nearby/copies?latitude=0&longitude=-180", "/v1/posts?\(tiny)", "/v1/nearby/copies?\(tiny)", "/v1/nearby/owners?\(tiny)",
+                         "/v1/posts?latitude=2.2e-308&longitude=5e-324", "/v1/map/pins?bbox=-0.0000000000000000000001,-1,1,0.000000000000000000001"] {
+                let response = try await app.request(.get, path, token: alice.token)
+                #expect(response.status == .ok, "\(path): \(response.status) \(String(buffer: response.body))")
+            }
+        }
+    }
+
     /// 2,000 idle connections and 50 clients stuck halfway through their headers: normal clients
     /// are still answered, and the server closes the idle and the slow ones after its timeout.
     @Test func idleAndSlowHeaderClientsDoNotLockOthersOut() async throws {
