@@ -17,12 +17,18 @@ package enum AccountValidation {
     /// part, a dotted domain, no spaces or control characters, RFC 5321 lengths.
     package static func email(_ raw: String) throws -> (display: String, normalized: String) {
         let value = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        let parts = value.split(separator: "@", omittingEmptySubsequences: false)
-        guard value.utf8.count <= 254, parts.count == 2,
+        // Counted and split by code point, as the schema's pattern reads it: a grapheme such as
+        // "." followed by a skin-tone modifier must still count as a dot.
+        let scalars = Array(value.unicodeScalars)
+        let whitespace = CharacterSet.whitespacesAndNewlines
+        let parts = scalars.split(separator: "@", omittingEmptySubsequences: false)
+        guard scalars.count <= 254, parts.count == 2,
               let local = parts.first, let domain = parts.last,
-              (1...64).contains(local.utf8.count), domain.count >= 3,
-              domain.contains("."), !domain.hasPrefix("."), !domain.hasSuffix("."), !domain.contains(".."),
-              value.unicodeScalars.allSatisfy({ $0.value > 0x20 && !(0x7f...0x9f).contains($0.value) && !"<>()[],;:\\\"".unicodeScalars.contains($0) })
+              (1...64).contains(local.count), domain.count >= 3,
+              domain.contains("."), domain.first != ".", domain.last != ".",
+              !zip(domain, domain.dropFirst()).contains(where: { $0 == "." && $1 == "." }),
+              scalars.allSatisfy({ $0.value > 0x20 && !(0x7f...0x9f).contains($0.value) && !whitespace.contains($0)
+                  && !"<>()[],;:\\\"".unicodeScalars.contains($0) })
         else {
             throw AppError.invalid("email", "must be an email address such as name@example.org")
         }

@@ -23,7 +23,7 @@ struct SystemRoutes: Sendable {
         }
     }
 
-    /// Ready means: the database answers within two seconds and no migration is pending.
+    /// Ready means: the database answers within the pool's deadlines and no migration is pending.
     @Sendable func ready(_ request: Request, context: AppRequestContext) async throws -> Response {
         // The probe runs under the pool's deadlines, so an outage answers as fast as any route.
         let check = Task {
@@ -31,7 +31,7 @@ struct SystemRoutes: Sendable {
             return try await migrator.pending(client: client.client, logger: logger)
         }
         let timeout = Task {
-            try await Task.sleep(for: .seconds(2))
+            try await Task.sleep(for: client.deadlines.acquire + client.deadlines.statement)
             check.cancel()
         }
         defer { timeout.cancel() }
