@@ -6,7 +6,7 @@ import Glibc
 /// A plain TCP connection to a server under test: bytes out exactly as written, so a test can
 /// send what no HTTP client library would (broken framing, half a header, nothing at all).
 final class RawSocket: @unchecked Sendable {
-    let fd: Int32
+    private(set) var fd: Int32
 
     init(port: Int, host: String = "127.0.0.1") throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -20,12 +20,17 @@ final class RawSocket: @unchecked Sendable {
         }
         guard result == 0 else {
             let code = errno
+            // A class whose init throws still runs deinit: close once, or a second close could
+            // hit a descriptor another thread (NIO) has since been given.
             close(fd)
+            fd = -1
             throw TestFailure("connect() failed: errno \(code)")
         }
     }
 
-    deinit { close(fd) }
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
 
     func send(_ text: String) throws {
         try send(Array(text.utf8))
