@@ -101,6 +101,10 @@ package struct OutboxStore: Sendable {
             WHERE id = ANY(\(ids)) AND lease_owner = \(worker) AND status = 'queued'
             RETURNING id
             """, logger: logger)
+        return try await Self.ids(rows)
+    }
+
+    private static func ids(_ rows: Rows) async throws -> Set<UUID> {
         var held: Set<UUID> = []
         for try await id in rows.decode(UUID.self) { held.insert(id) }
         return held
@@ -128,9 +132,7 @@ package struct OutboxStore: Sendable {
             WHERE id = ANY(\(next)) AND lease_owner = \(worker) AND status = 'queued'
             RETURNING id
             """, logger: logger)
-        var held: Set<UUID> = []
-        for try await id in rows.decode(UUID.self) { held.insert(id) }
-        return held
+        return try await Self.ids(rows)
     }
 
     func scheduleRetry(_ id: UUID, worker: UUID, after delay: TimeInterval, error: String) async throws {

@@ -9,6 +9,15 @@ import Testing
 @testable import BookwormTestSupport
 
 @Suite struct WorkerProcessTests {
+    /// A `bookworm worker` on this test's database and sink: 5 s lease, polling every second.
+    static func workerEnvironment(_ app: TestApp, _ sink: SMTPSink, batch: Int) -> [String: String] {
+        [
+            "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": String(batch),
+            "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ]
+    }
+
     /// A `bookworm worker` process killed with SIGKILL mid-batch: its leased rows come back
     /// when the lease ends, and every message arrives at least once, always under its one
     /// Message-ID, and ends `sent`.
@@ -16,11 +25,7 @@ import Testing
         try await withSink { sink in
             try await withApp { app in
                 let ids = try await app.enqueue(to: (0..<20).map { "slow\($0)@example.org" })
-                let environment = [
-                    "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": "6",
-                    "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
-                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                ]
+                let environment = Self.workerEnvironment(app, sink, batch: 6)
                 let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
                 try await sink.waitForMessages(3)
                 kill(pid, SIGKILL)
@@ -49,11 +54,7 @@ import Testing
         try await withSink { sink in
             try await withApp { app in
                 let ids = try await app.enqueue(to: (0..<100).map { "pace\($0)@example.org" })
-                let environment = [
-                    "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": "50",
-                    "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
-                    "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                ]
+                let environment = Self.workerEnvironment(app, sink, batch: 50)
                 let workers = try (0..<2).map { _ in try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment) }
                 let allSent = try await eventually(within: 90, interval: .milliseconds(200)) {
                     try await app.outboxStatuses().allSatisfy { $0 == "sent" }
