@@ -116,7 +116,7 @@ import Testing
         // Timing parity by construction: the unknown-account path runs exactly one Argon2
         // verification, like the wrong-password path (counted, not timed).
         try await withTestDatabase { _, raw in
-            let client = Database(client: raw)
+            let client = Database.forTests(raw)
             let logger = Logger(label: "test")
             let hasher = try PasswordHasher(settings: .fastForTests)
             let users = AccountsStore(client: client, logger: logger)

@@ -93,8 +93,7 @@ extension Config {
                             trustForwardedFor: true, logLevel: "critical")
         // Tests drive the outbox themselves (or opt in to the worker), and mail never lands in the checkout.
         config.runWorker = false
-        // Many tests share two cores; the outage tests set tight deadlines of their own.
-        config.databaseDeadlines = DatabaseDeadlines(acquire: .seconds(15), statement: .seconds(15))
+        config.databaseDeadlines = Database.testDeadlines
         config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
         return config
     }

@@ -119,6 +119,14 @@ func withTestDatabase<T: Sendable>(
 }
 
 extension Database {
+    /// The deadlines every test uses: many tests share two cores, so a connection may take
+    /// seconds to open (the outage tests set tight deadlines of their own).
+    package static let testDeadlines = DatabaseDeadlines(acquire: .seconds(15), statement: .seconds(15))
+
+    package static func forTests(_ client: PostgresClient) -> Database {
+        Database(client: client, deadlines: testDeadlines)
+    }
+
     /// Test queries log nowhere.
     @discardableResult
     package func query(_ query: PostgresQuery) async throws -> Rows {
