@@ -37,18 +37,37 @@ struct PrivateUser: Encodable, Sendable {
     }
 }
 
+/// A public profile's figures from other rooms: copies on offer, completed trades, ratings.
+package struct ProfileFacts: Sendable {
+    package var availableCopies: Int
+    package var completedTrades: Int
+    /// Nil while nobody has rated the user.
+    package var ratingAverage: Double?
+    package var ratingCount: Int
+
+    package init(availableCopies: Int, completedTrades: Int, ratingAverage: Double?, ratingCount: Int) {
+        self.availableCopies = availableCopies
+        self.completedTrades = completedTrades
+        self.ratingAverage = ratingAverage
+        self.ratingCount = ratingCount
+    }
+}
+
 struct PublicUser: Encodable, Sendable {
     let id: UUID
     let username: String
     let displayName: String?
     let bio: String?
     let createdAt: Date
-    let availableCopies: Int
+    let facts: ProfileFacts
 
     enum CodingKeys: String, CodingKey {
-        case id, username, bio
+        case id, username, bio, rating
         case displayName = "display_name", createdAt = "created_at", availableCopies = "available_copies"
+        case completedTrades = "completed_trades"
     }
+
+    enum RatingKeys: String, CodingKey { case average, count }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -57,7 +76,11 @@ struct PublicUser: Encodable, Sendable {
         try container.encode(displayName, forKey: .displayName)
         try container.encode(bio, forKey: .bio)
         try container.encode(createdAt, forKey: .createdAt)
-        try container.encode(availableCopies, forKey: .availableCopies)
+        try container.encode(facts.availableCopies, forKey: .availableCopies)
+        try container.encode(facts.completedTrades, forKey: .completedTrades)
+        var rating = container.nestedContainer(keyedBy: RatingKeys.self, forKey: .rating)
+        try rating.encode(facts.ratingAverage, forKey: .average)
+        try rating.encode(facts.ratingCount, forKey: .count)
     }
 }
 

@@ -6,13 +6,13 @@ import Hummingbird
 /// `/v1/auth/*`, `/v1/me*` and `/v1/users/{username}` (API.md, Accounts).
 package struct AccountsRoutes: Sendable {
     package let service: AccountsService
-    /// How many copies a user offers, shown on their public profile. Counted by the catalog,
-    /// which sits above this room, so the app wires it in.
-    package let availableCopies: @Sendable (UUID) async throws -> Int
+    /// What a public profile shows besides the account: copies offered and trades completed,
+    /// counted by rooms above this one, so the app wires it in.
+    package let profileFacts: @Sendable (UUID) async throws -> ProfileFacts
 
-    package init(service: AccountsService, availableCopies: @escaping @Sendable (UUID) async throws -> Int) {
+    package init(service: AccountsService, profileFacts: @escaping @Sendable (UUID) async throws -> ProfileFacts) {
         self.service = service
-        self.availableCopies = availableCopies
+        self.profileFacts = profileFacts
     }
 
     package func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
@@ -102,7 +102,7 @@ package struct AccountsRoutes: Sendable {
         }
         let profile = PublicUser(id: user.id, username: user.username, displayName: user.displayName,
                                  bio: user.bio, createdAt: user.createdAt,
-                                 availableCopies: try await availableCopies(user.id))
+                                 facts: try await profileFacts(user.id))
         return try .json(profile, for: request)
     }
 }

@@ -6,10 +6,15 @@ import Hummingbird
 package struct BlocksRoutes: Sendable {
     package let blocks: BlocksStore
     package let users: AccountsStore
+    /// What a block does besides the row (the exchange cancels open trades in the same
+    /// transaction); the app wires it in, as that room sits above this one.
+    package let block: @Sendable (_ blocked: UUID, _ blocker: UUID) async throws -> Void
 
-    package init(blocks: BlocksStore, users: AccountsStore) {
+    package init(blocks: BlocksStore, users: AccountsStore,
+                 block: (@Sendable (_ blocked: UUID, _ blocker: UUID) async throws -> Void)? = nil) {
         self.blocks = blocks
         self.users = users
+        self.block = block ?? { try await blocks.block($0, by: $1) }
     }
 
     package func addRoutes(authenticated: RouterGroup<AppRequestContext>) {
@@ -21,7 +26,7 @@ package struct BlocksRoutes: Sendable {
         let me = try context.requireSession().user.id
         let other = try await target(context)
         guard other != me else { throw AppError.unprocessable("You cannot block yourself") }
-        try await blocks.block(other, by: me)
+        try await self.block(other, me)
         return .noContent()
     }
 

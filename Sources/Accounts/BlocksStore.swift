@@ -24,10 +24,10 @@ package struct BlocksStore: Sendable {
         """
     }
 
-    func block(_ blocked: UUID, by blocker: UUID) async throws {
+    package func block(_ blocked: UUID, by blocker: UUID, on connection: PostgresConnection? = nil) async throws {
         try await client.query("""
             INSERT INTO blocks (blocker_id, blocked_id) VALUES (\(blocker), \(blocked)) ON CONFLICT DO NOTHING
-            """, logger: logger)
+            """, on: connection, logger: logger)
     }
 
     func unblock(_ blocked: UUID, by blocker: UUID) async throws {

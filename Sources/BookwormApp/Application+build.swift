@@ -58,6 +58,7 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         let workerPool = PostgresClient(configuration: settings.clientConfiguration(
             poolSize: 3, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true), backgroundLogger: logger)
         services.append(workerPool)
+        services.append(backgroundJobs(client: database, config: config, logger: logger))
         services.append(OutboxWorker(client: Database(client: workerPool, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
@@ -136,10 +137,17 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
     let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
     let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
     let copies = CopiesService(client: client, logger: logger)
-    AccountsRoutes(service: accounts, availableCopies: { try await copies.availableCount(ownerID: $0) })
-        .addRoutes(public: v1, authenticated: authenticated)
+    let trades = TradesService(client: client, outbox: outbox, templates: templates, policy: config.trades, clock: config.clock,
+                               logger: logger)
+    AccountsRoutes(service: accounts, profileFacts: { user in
+        async let available = copies.availableCount(ownerID: user)
+        let record = try await trades.summary(of: user)
+        return ProfileFacts(availableCopies: try await available, completedTrades: record.completedTrades,
+                            ratingAverage: record.ratingAverage, ratingCount: record.ratingCount)
+    }).addRoutes(public: v1, authenticated: authenticated)
     AccountMailRoutes(mail: accountMail).addRoutes(public: v1, authenticated: authenticated)
-    BlocksRoutes(blocks: blocks, users: users).addRoutes(authenticated: authenticated)
+    BlocksRoutes(blocks: blocks, users: users, block: { try await trades.block($0, by: $1) }).addRoutes(authenticated: authenticated)
+    TradesRoutes(service: trades).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     ContactRoutes(service: ContactService(client: client, outbox: outbox, throttles: throttles, templates: templates,
                                           policy: config.contact, logger: logger))
         .addRoutes(authenticated: authenticated)
@@ -155,4 +163,13 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
                                     clock: config.clock)
     return (router, [housekeeping])
+}
+
+/// The leased-jobs runner with every kind of background work but mail (which has the outbox
+/// worker): trade expiry and loan reminders. `serve` runs it unless `--no-worker`; so does `worker`.
+func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunner {
+    let trades = TradesService(client: client, outbox: OutboxStore(client: client, logger: logger, clock: config.clock),
+                               templates: MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL),
+                               policy: config.trades, clock: config.clock, logger: logger)
+    return JobRunner(client: client, handlers: [TradeSweep(service: trades)], logger: logger, clock: config.clock)
 }

@@ -45,7 +45,8 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     logger.notice("outbox worker", metadata: ["transport": .string(config.mail.transportDescription)])
     let worker = OutboxWorker(client: Database(client: client, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                               policy: config.mail.outbox, logger: logger, clock: config.clock)
-    let group = ServiceGroup(configuration: .init(services: services + [client, worker], gracefulShutdownSignals: [.sigterm, .sigint],
+    let jobs = backgroundJobs(client: Database(client: client, deadlines: config.databaseDeadlines), config: config, logger: logger)
+    let group = ServiceGroup(configuration: .init(services: services + [client, worker, jobs], gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))
     try await group.run()
 }

@@ -22,6 +22,7 @@ package struct Config: Sendable {
     package var feed: FeedPolicy
     package var mail: MailSettings
     package var contact: ContactPolicy
+    package var trades = TradePolicy()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
@@ -108,6 +109,10 @@ package struct Config: Sendable {
         config.contact.perHour = try reader.int("BOOKWORM_CONTACT_PER_HOUR", range: 1...100_000) ?? defaults.contact.perHour
         config.contact.perRecipientPerDay = try reader.int("BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY", range: 1...1000)
             ?? defaults.contact.perRecipientPerDay
+        config.trades.requestedDays = try reader.int("BOOKWORM_TRADE_REQUEST_DAYS", range: 1...365).map(Double.init)
+            ?? defaults.trades.requestedDays
+        config.trades.acceptedDays = try reader.int("BOOKWORM_TRADE_ACCEPTED_DAYS", range: 1...365).map(Double.init)
+            ?? defaults.trades.acceptedDays
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

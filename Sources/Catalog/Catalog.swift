@@ -8,7 +8,10 @@ package enum CopyCondition: String, CaseIterable, Sendable {
 }
 
 package enum CopyStatus: String, CaseIterable, Sendable {
-    case available, reserved, traded, withdrawn
+    case available, reserved, lent, traded, withdrawn
+
+    /// Set by trades only (an accepted trade reserves, a completed loan lends).
+    var isTradeHeld: Bool { self == .reserved || self == .lent }
 }
 
 /// A book (edition) as the API shows it.

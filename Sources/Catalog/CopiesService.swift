@@ -65,6 +65,7 @@ package struct CopiesService: Sendable {
                         pinID: FieldUpdate<UUID>) async throws -> CopyView {
         let copy = try await client.transaction(logger: logger) { connection in
             _ = try await copies.lockOwned(id, by: owner, on: connection)
+            if let status { try await requireStatusChange(id, to: status, on: connection) }
             if case .set(let pin) = pinID { try await requireOwnPin(pin, owner: owner, on: connection) }
             try await copies.update(id, condition: condition, status: status, notes: notes, pinID: pinID, on: connection)
             return try await copies.get(id, connection: connection)
@@ -77,6 +78,10 @@ package struct CopiesService: Sendable {
     package func delete(owner: UUID, id: UUID) async throws {
         try await client.transaction(logger: logger) { connection in
             let photo = try await copies.lockOwned(id, by: owner, on: connection)
+            let hold = try await copies.tradeHold(id, on: connection)
+            guard hold.openTrades == 0, !(CopyStatus(rawValue: hold.status)?.isTradeHeld ?? false) else {
+                throw AppError.conflict(code: "copy_in_trade", detail: "The copy is in an open trade; settle the trade first", field: nil)
+            }
             try await copies.delete(id, on: connection)
             if let photo { try await photos.deleteIfOrphaned(photo, on: connection) }
         }
@@ -97,6 +102,22 @@ package struct CopiesService: Sendable {
     func photo(_ id: String) async throws -> (contentType: String, bytes: ByteBuffer) {
         guard id.count == 64, let photo = try await photos.get(id) else { throw AppError.notFound("No photo with id \(id.prefix(64))") }
         return photo
+    }
+
+    /// Trades alone reserve and lend; a copy someone has asked for keeps its status until the
+    /// requests are answered.
+    private func requireStatusChange(_ id: UUID, to status: CopyStatus, on connection: PostgresConnection) async throws {
+        guard !status.isTradeHeld else {
+            throw AppError.conflict(code: "status_set_by_trades", detail: "\(status.rawValue) is set by trades only", field: "status")
+        }
+        let hold = try await copies.tradeHold(id, on: connection)
+        guard hold.status != status.rawValue else { return }
+        guard !(CopyStatus(rawValue: hold.status)?.isTradeHeld ?? false) else {
+            throw AppError.conflict(code: "copy_in_trade", detail: "The copy is \(hold.status) by a trade", field: "status")
+        }
+        guard hold.openTrades == 0 else {
+            throw AppError.conflict(code: "copy_in_trade", detail: "Answer the open requests for this copy first", field: "status")
+        }
     }
 
     /// A copy may only be placed on one of its owner's own pins.

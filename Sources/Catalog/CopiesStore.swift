@@ -135,6 +135,18 @@ package struct CopiesStore: Sendable {
             """, logger: logger)
     }
 
+    /// The copy's status and how many open trades ask for or offer it; read under the copy's
+    /// row lock, which every trade write takes first, so the answer holds until commit.
+    func tradeHold(_ id: UUID, on connection: PostgresConnection) async throws -> (status: String, openTrades: Int) {
+        let rows = try await connection.query("""
+            SELECT c.status, (SELECT count(*) FROM trades t
+                              WHERE (t.copy_id = c.id OR t.offered_copy_id = c.id) AND t.state IN ('requested', 'accepted'))::int8
+            FROM copies c WHERE c.id = \(id)
+            """, logger: logger)
+        for try await (status, open) in rows.decode((String, Int).self) { return (status, open) }
+        return ("withdrawn", 0)
+    }
+
     package func delete(_ id: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("DELETE FROM copies WHERE id = \(id)", logger: logger)
     }

@@ -62,4 +62,17 @@ package struct MailTemplates: Sendable {
             To stop hearing from \(sender), block them in the app.
             """)
     }
+
+    /// A notice about something that happened on the service (trades, reminders): the text is
+    /// the service's own, with user-chosen names and titles inside.
+    package func notice(to address: String, recipient: String, subject: String, text: String) -> MailMessage {
+        message(to: address, subject: subject, body: """
+            Hello \(recipient),
+
+            \(text)
+
+            --
+            Bookworm. Answer through the app: this address does not read replies.
+            """)
+    }
 }

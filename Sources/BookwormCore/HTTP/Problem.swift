@@ -11,7 +11,7 @@ extension AppError {
         case .forbidden, .forbiddenBecause: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
-        case .conflict: .conflict
+        case .conflict, .invalidTransition: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .unprocessable, .rule: .unprocessableContent
@@ -44,6 +44,12 @@ extension AppError {
         case .conflict(let code, let detail, let field):
             return Problem(type: code, title: "Conflict", status: status, detail: detail,
                            errors: field.map { [FieldError($0, detail)] })
+        case .invalidTransition(let state, let action):
+            var problem = Problem(type: "invalid_transition", title: "Conflict", status: status,
+                                  detail: "\(action) is not allowed for you while the trade is \(state)")
+            problem.state = state
+            problem.action = action
+            return problem
         case .payloadTooLarge(let limit):
             return Problem(type: "payload-too-large", title: "Request body too large", status: status,
                            detail: "The body exceeds the limit of \(limit) bytes")
@@ -88,6 +94,9 @@ package struct Problem: Encodable, Sendable {
     package var status: Int
     var detail: String
     var errors: [FieldError]?
+    /// Set for `invalid_transition`: the trade's state and the refused action.
+    var state: String?
+    var action: String?
 
     package init(type: String, title: String, status: HTTPResponse.Status, detail: String, errors: [FieldError]? = nil) {
         self.type = Problem.typeBase + type

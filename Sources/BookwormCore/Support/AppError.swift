@@ -42,6 +42,8 @@ package enum AppError: Error, Sendable, Equatable {
     case notFound(String)
     case methodNotAllowed(allowed: [String])
     case conflict(code: String, detail: String, field: String?)
+    /// An action the current state (or this participant) does not allow: 409 carrying both.
+    case invalidTransition(state: String, action: String)
     case payloadTooLarge(limit: Int)
     case unsupportedMediaType(String)
     case unprocessable(String)

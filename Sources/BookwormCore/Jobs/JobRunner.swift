@@ -1,0 +1,101 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import ServiceLifecycle
+
+/// One kind of background work. `run` must be safe to repeat: a crash after it did its work
+/// but before the job was marked makes the job due again.
+package protocol JobHandler: Sendable {
+    var kind: String { get }
+    /// A recurring job has one row under this key, created at start-up; nil for one-off jobs.
+    var recurringKey: String? { get }
+    func run(_ job: ClaimedJob) async throws -> JobOutcome
+}
+
+/// Runs due jobs of the kinds it has handlers for. Several runners (in one process or many)
+/// share the table: a job is leased to one runner at a time, and a failed run is retried with
+/// exponential backoff. Wakes on `NOTIFY jobs`, and polls on the app's clock.
+package struct JobRunner: Service {
+    let store: JobStore
+    let handlers: [String: any JobHandler]
+    let client: Database
+    let logger: Logger
+    let clock: any AppClock
+    package let id = UUID()
+    var batchSize = 20
+    var lease: TimeInterval = 300
+    var pollInterval: TimeInterval = 30
+
+    package init(client: Database, handlers: [any JobHandler], logger: Logger, clock: any AppClock) {
+        self.client = client
+        self.store = JobStore(client: client, logger: logger, clock: clock)
+        self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.logger = logger
+        self.clock = clock
+    }
+
+    package func run() async throws {
+        let wake = WakeSignal(clock: clock)
+        let stopping = NIOLockedValueBox(false)
+        try await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await listen(wake: wake) }
+                while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
+                    do {
+                        try await prepare()
+                        if try await runDue() == batchSize { continue }
+                    } catch {
+                        logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))])
+                    }
+                    await wake.wait(timeout: pollInterval)
+                }
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            stopping.withLockedValue { $0 = true }
+            Task { await wake.signal() }
+        }
+    }
+
+    /// Creates the rows of recurring jobs that do not exist yet.
+    package func prepare() async throws {
+        for handler in handlers.values {
+            if let key = handler.recurringKey { try await store.ensure(kind: handler.kind, key: key) }
+        }
+    }
+
+    /// Claims one batch of due jobs and runs them; returns how many it claimed. Tests call this
+    /// after moving the clock.
+    @discardableResult
+    package func runDue() async throws -> Int {
+        let jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
+        for job in jobs {
+            guard let handler = handlers[job.kind] else { continue }
+            do {
+                try await store.finish(job, worker: id, outcome: try await handler.run(job))
+            } catch {
+                let delay = min(30 * pow(2, Double(job.attempts - 1)), 3600) * Double.random(in: 0.75...1.25)
+                logger.warning("job failed; retrying", metadata: ["kind": .string(job.kind), "key": .string(job.key),
+                                                               "error": .string(String(reflecting: error))])
+                try await store.retry(job, worker: id, after: delay, error: String(reflecting: error))
+            }
+        }
+        return jobs.count
+    }
+
+    private func listen(wake: WakeSignal) async {
+        while !Task.isCancelled {
+            do {
+                // The raw client: this lease lasts as long as the runner, past any deadline.
+                try await client.client.withConnection { connection in
+                    for try await _ in try await connection.listen("jobs") { await wake.signal() }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.debug("job listener reconnecting", metadata: ["error": .string("\(error)")])
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A job as a runner claims it.
+package struct ClaimedJob: Sendable {
+    package let id: UUID
+    package let kind: String
+    package let key: String
+    package let attempts: Int
+}
+
+/// What a handler wants done with its job once it has run.
+package enum JobOutcome: Sendable, Equatable {
+    /// Finished for good: the row goes.
+    case done
+    /// A recurring job: run again at this time.
+    case again(at: Date)
+}
+
+/// SQL for the `jobs` table: claimed in batches with `FOR UPDATE SKIP LOCKED` and a lease, as the
+/// outbox is, so any number of worker processes share it and a crashed one's jobs come due again.
+package struct JobStore: Sendable {
+    let client: Database
+    let logger: Logger
+    let clock: any AppClock
+
+    package init(client: Database, logger: Logger, clock: any AppClock) {
+        self.client = client
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// Makes sure a recurring job exists (first run now); an existing row keeps its schedule.
+    package func ensure(kind: String, key: String) async throws {
+        try await client.query("""
+            INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), \(clock.now()))
+            ON CONFLICT (kind, key) DO NOTHING
+            """, logger: logger)
+    }
+
+    /// Schedules a one-off job on the caller's transaction (a job that exists already keeps its row).
+    package func schedule(kind: String, key: String, at: Date, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), \(at))
+            ON CONFLICT (kind, key) DO UPDATE SET run_at = least(jobs.run_at, excluded.run_at)
+            """, logger: logger)
+    }
+
+    func claim(kinds: [String], worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedJob] {
+        let now = clock.now()
+        let rows = try await client.query("""
+            WITH due AS (
+                SELECT id FROM jobs
+                WHERE run_at <= \(now) AND kind = ANY(\(kinds)) AND (lease_until IS NULL OR lease_until < \(now))
+                ORDER BY run_at
+                LIMIT \(batch)
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE jobs j SET lease_owner = \(worker), lease_until = \(now) + make_interval(secs => \(lease)),
+                              attempts = j.attempts + 1
+            FROM due WHERE j.id = due.id
+            RETURNING j.id, j.kind, j.key, j.attempts
+            """, logger: logger)
+        var jobs: [ClaimedJob] = []
+        for try await (id, kind, key, attempts) in rows.decode((UUID, String, String, Int).self) {
+            jobs.append(ClaimedJob(id: id, kind: kind, key: key, attempts: attempts))
+        }
+        return jobs
+    }
+
+    /// Only while this worker still holds the lease: a job it lost is someone else's now.
+    func finish(_ job: ClaimedJob, worker: UUID, outcome: JobOutcome) async throws {
+        switch outcome {
+        case .done:
+            try await client.query("DELETE FROM jobs WHERE id = \(job.id) AND lease_owner = \(worker)", logger: logger)
+        case .again(let at):
+            try await client.query("""
+                UPDATE jobs SET run_at = \(at), attempts = 0, lease_owner = NULL, lease_until = NULL, last_error = NULL
+                WHERE id = \(job.id) AND lease_owner = \(worker)
+                """, logger: logger)
+        }
+    }
+
+    func retry(_ job: ClaimedJob, worker: UUID, after delay: TimeInterval, error: String) async throws {
+        try await client.query("""
+            UPDATE jobs SET run_at = \(clock.now().addingTimeInterval(delay)), lease_owner = NULL, lease_until = NULL,
+                            last_error = \(String(error.prefix(1000)))
+            WHERE id = \(job.id) AND lease_owner = \(worker)
+            """, logger: logger)
+    }
+}
