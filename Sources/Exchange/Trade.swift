@@ -99,8 +99,17 @@ struct TradeEventView: Encodable, Sendable {
     let action: String
     let state: String
     let at: Date
-    /// Username; nil when the service itself acted (expiry, a decline because the copy was reserved).
+    /// Username; null when the service itself acted (expiry, a decline because the copy was reserved).
     let by: String?
+
+    enum CodingKeys: String, CodingKey { case action, state, at, by }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(action, forKey: .action)
+        try c.encode(state, forKey: .state)
+        try c.encode(at, forKey: .at)
+        try c.encode(by, forKey: .by)
+    }
 }
 
 struct CounterView: Encodable, Sendable {
@@ -177,9 +186,18 @@ package struct TradeView: Encodable, Sendable {
 
 /// One entry of a copy's journey: an owner, since when, and how they got it.
 package struct JourneyStep: Encodable, Sendable {
+    /// Null once that owner's account is gone.
     let username: String?
     let since: Date
     let kind: String
+
+    enum CodingKeys: String, CodingKey { case username, since, kind }
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(username, forKey: .username)
+        try c.encode(since, forKey: .since)
+        try c.encode(kind, forKey: .kind)
+    }
 }
 
 /// How long trades wait, and when borrowers hear about due dates.
