@@ -135,12 +135,12 @@ package enum FeedValidation {
     /// Trimmed, CRLF taken as a newline; other control characters (tabs included) are refused
     /// rather than stripped, so what is stored is what the author saw. Counted in Unicode
     /// scalars, as PostgreSQL's `char_length` counts them.
-    package static func body(_ raw: String, field: String = "body") throws -> String {
+    package static func body(_ raw: String, field: String = "body", maxLength: Int = maxBodyLength) throws -> String {
         let value = raw.replacingOccurrences(of: "\r\n", with: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
         let length = value.unicodeScalars.count
         guard length >= 1 else { throw AppError.invalid(field, "must not be empty") }
-        guard length <= maxBodyLength else {
-            throw AppError.invalid(field, "must be at most \(maxBodyLength) characters (is \(length))")
+        guard length <= maxLength else {
+            throw AppError.invalid(field, "must be at most \(maxLength) characters (is \(length))")
         }
         let control = value.unicodeScalars.contains { $0 != "\n" && $0.properties.generalCategory == .control }
         guard !control else { throw AppError.invalid(field, "must not contain control characters other than newline") }

@@ -44,7 +44,8 @@ struct TradeViewsStore: Sendable {
     /// side is one index range, `trades_owner_list_idx` / `trades_requester_list_idx`).
     func list(viewer: UUID, role: TradeListRole?, state: TradeState?, after: Cursor?, limit: Int) async throws -> [TradeView] {
         let afterWaiting = after.map { $0.micros & TradeView.waitingBit != 0 }
-        let afterMicros = after.map { Int($0.micros & ~TradeView.waitingBit) }
+        // Any 32 characters decode: keep the time inside what SQL time arithmetic accepts.
+        let afterMicros = after.map { Int(min(max($0.micros & ~TradeView.waitingBit, Cursor.microsRange.lowerBound), Cursor.microsRange.upperBound)) }
         let incoming = role != .outgoing, outgoing = role != .incoming
         let rows = try await client.query("""
             WITH mine AS (

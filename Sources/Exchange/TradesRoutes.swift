@@ -1,5 +1,6 @@
 import Accounts
 import BookwormCore
+import Discovery
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -99,7 +100,7 @@ enum TradeValidation {
         let kind = TradeKind(rawValue: body.kind)
         if kind == nil { errors.append(FieldError("kind", "must be one of gift, swap, loan")) }
         let message = try collectFieldErrors(&errors) {
-            try AccountValidation.text(body.message, field: "message", maxLength: 1000, allowNewlines: true)
+            try body.message.map { try FeedValidation.body($0, field: "message", maxLength: 1000) }
         } ?? nil
         let due = try collectFieldErrors(&errors) { try body.dueOn.map(date) } ?? nil
         guard errors.isEmpty, let kind else { throw AppError.validation(errors) }
@@ -133,8 +134,9 @@ enum TradeValidation {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
         let components = DateComponents(year: year, month: month, day: day)
+        // The shape is the schema's; a day that does not exist is a rule (422).
         guard components.isValidDate(in: calendar), let date = calendar.date(from: components) else {
-            throw AppError.invalid("due_on", "must be a date, YYYY-MM-DD")
+            throw AppError.broken("due_on", "is not a calendar date")
         }
         return date
     }
@@ -143,7 +145,7 @@ enum TradeValidation {
         var errors: [FieldError] = []
         if !(1...5).contains(body.score) { errors.append(FieldError("score", "must be a whole number from 1 to 5")) }
         let comment = try collectFieldErrors(&errors) {
-            try AccountValidation.text(body.comment, field: "comment", maxLength: 500, allowNewlines: true)
+            try body.comment.map { try FeedValidation.body($0, field: "comment", maxLength: 500) }
         } ?? nil
         guard errors.isEmpty else { throw AppError.validation(errors) }
         return (body.score, comment)

@@ -17,7 +17,8 @@ import Testing
             let cases: [([String: any Sendable], HTTPResponse.Status, String)] = [
                 (["copy_id": copy, "kind": "rent"], .badRequest, "kind"),
                 (["copy_id": copy, "kind": "gift", "message": String(repeating: "a", count: 1001)], .badRequest, "message"),
-                (["copy_id": copy, "kind": "loan", "due_on": "2026-13-01"], .badRequest, "due_on"),
+                (["copy_id": copy, "kind": "loan", "due_on": "26-1-1"], .badRequest, "due_on"),
+                (["copy_id": copy, "kind": "loan", "due_on": "2026-13-01"], .unprocessableContent, "due_on"),
                 (["copy_id": copy, "kind": "gift", "colour": "red"], .badRequest, "colour"),
                 (["copy_id": "not-a-uuid", "kind": "gift"], .badRequest, "copy_id"),
                 (["copy_id": copy, "kind": "loan"], .unprocessableContent, "due_on"),
@@ -178,6 +179,10 @@ import Testing
             #expect(try await app.act("cancel", outgoing[0], me.token).status == .ok)
             let cancelled = try await app.request(.get, "/v1/me/trades?state=cancelled", token: me.token).jsonObject()
             #expect((cancelled["data"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [outgoing[0]])
+            // Every 32-character cursor decodes, however far outside time it points.
+            for odd in [String(repeating: "0", count: 32), String(repeating: "_", count: 32), String(repeating: "A", count: 32)] {
+                #expect(try await app.request(.get, "/v1/me/trades?role=incoming&cursor=\(odd)", token: me.token).status == .ok, "\(odd)")
+            }
             for bad in ["role=mine", "state=lost", "cursor=abc", "limit=0"] {
                 #expect(try await app.request(.get, "/v1/me/trades?\(bad)", token: me.token).status == .badRequest, "\(bad)")
             }

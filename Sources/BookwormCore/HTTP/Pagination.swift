@@ -33,7 +33,7 @@ package struct Cursor: Equatable, Sendable {
     /// shape decodes, so the schema's pattern says precisely what is accepted.
     package static let pattern = "^[A-Za-z0-9_-]{32}$"
     /// The positions a time cursor may name (years 1 to 9999), so SQL time arithmetic never overflows.
-    static let microsRange: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
+    package static let microsRange: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
 
     package var encoded: String {
         var bytes = withUnsafeBytes(of: micros.bigEndian) { Array($0) }
