@@ -1,4 +1,5 @@
 import BookwormCore
+import Exchange
 import Foundation
 import Logging
 import Mail
@@ -51,3 +52,8 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     try await group.run()
 }
 
+
+/// `bookworm trades table`: the transition table the server runs, as Markdown (the README holds a copy a test checks).
+package func tradeTransitionTable() -> String {
+    TradeMachine.markdown()
+}

@@ -20,7 +20,7 @@ package enum TradeEffect: String, Sendable {
     case reserveCopies = "both copies become reserved; every other open trade on either is declined (reason `reserved`)"
     case newProposal = "the offered copy changes; at most 2 per participant"
     case releaseCopies = "reserved copies become available again"
-    case confirmHandover = "records this side's confirmation; the state changes once both have confirmed"
+    case confirmHandover = "records this side's confirmation and mails the other; the state changes once both have confirmed, and both get a mail"
     case handOver = "gift: the copy moves to the requester; swap: both copies change owner; loan: the copy becomes lent"
     case returnCopy = "the lent copy is available again"
     case notifyOther = "the other participant gets a mail"
@@ -48,7 +48,7 @@ package enum TradeMachine {
         .init(from: .requested, action: .cancel, actor: .either, kinds: allKinds, to: .cancelled, effects: [.notifyOther]),
         .init(from: .requested, action: .expire, actor: .system, kinds: allKinds, to: .expired, effects: [.notifyBoth]),
         .init(from: .accepted, action: .confirm, actor: .either, kinds: allKinds, to: .completed,
-              effects: [.confirmHandover, .handOver, .notifyOther]),
+              effects: [.confirmHandover, .handOver]),
         .init(from: .accepted, action: .cancel, actor: .either, kinds: allKinds, to: .cancelled,
               effects: [.releaseCopies, .notifyOther]),
         .init(from: .accepted, action: .expire, actor: .system, kinds: allKinds, to: .expired,

@@ -10,7 +10,7 @@ struct BookwormCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookworm",
         abstract: "The Bookworm book-exchange backend.",
-        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Seed.self],
+        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Seed.self, Trades.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -117,4 +117,18 @@ func loadConfig() throws -> Config {
         return handler
     }
     return config
+}
+
+struct Trades: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The trade state machine as a Markdown table (the one the server runs).")
+
+    @Argument(help: "table") var action: String = "table"
+
+    func validate() throws {
+        guard action == "table" else { throw ValidationError("unknown action '\(action)'") }
+    }
+
+    func run() async throws {
+        print(tradeTransitionTable())
+    }
 }
