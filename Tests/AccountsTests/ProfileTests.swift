@@ -71,7 +71,7 @@ import Testing
             let response = try await app.request(.get, "/v1/users/PUBLIC_ME")
             #expect(response.status == .ok)
             let body = try response.jsonObject()
-            #expect(Set(body.keys) == ["id", "username", "display_name", "bio", "created_at", "available_copies"])
+            #expect(Set(body.keys) == ["id", "username", "display_name", "bio", "created_at", "available_copies", "completed_trades", "rating"])
             #expect(!String(buffer: response.body).contains(account.email))
             #expect(try await app.request(.get, "/v1/users/nobody_at_all").status == .notFound)
         }

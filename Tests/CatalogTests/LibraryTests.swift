@@ -38,9 +38,9 @@ enum SampleImage {
         try await withApp { app in
             let owner = try await app.register()
             let id = try #require(try await app.addCopy(owner.token)["id"] as? String)
-            let patch = try await app.request(.patch, "/v1/copies/\(id)", json: ["status": "reserved", "notes": "held for Ann"], token: owner.token)
+            let patch = try await app.request(.patch, "/v1/copies/\(id)", json: ["status": "traded", "notes": "given to Ann"], token: owner.token)
             #expect(patch.status == .ok)
-            #expect(try patch.jsonObject()["status"] as? String == "reserved")
+            #expect(try patch.jsonObject()["status"] as? String == "traded")
             #expect(try await app.page("/v1/copies").ids.isEmpty)
             #expect(try await app.request(.get, "/v1/me/copies", token: owner.token).jsonObject()["data"] as? [Any] != nil)
             #expect(try await app.request(.delete, "/v1/copies/\(id)", token: owner.token).status == .noContent)

@@ -112,7 +112,12 @@ func withApp(
         configure(&config)
         let app = try await buildApplication(config: config)
         try await app.test(.router) { client in
-            try await body(TestApp(client: client, db: Database.forAdministration(db), settings: settings, clock: clock))
+            do {
+                try await body(TestApp(client: client, db: Database.forAdministration(db), settings: settings, clock: clock))
+            } catch let error as PSQLError {
+                // PSQLError's description hides the server's message; a failing test should show it.
+                throw TestFailure(String(reflecting: error))
+            }
         }
     }
 }

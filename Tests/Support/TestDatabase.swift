@@ -60,7 +60,16 @@ actor TestDatabaseServer {
     func createDatabase() async throws -> DatabaseSettings {
         let (admin, client) = try await adminConnection()
         let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE \(Self.template)"))
+        // A template must have no session: the migrating one may still be closing on the server
+        // (55006 object_in_use), so try again briefly rather than fail the test.
+        for attempt in 1...50 {
+            do {
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE \(Self.template)"))
+                break
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55006" && attempt < 50 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
         return admin.withDatabase(name)
     }
 
@@ -96,6 +105,16 @@ actor TestDatabaseServer {
         let templateClient = admin.withDatabase(Self.template).makeClient(poolSize: 1, logger: logger)
         try await templateClient.whileRunning { client in
             try await Migrator.bundled().up(client: client, logger: logger)
+        }
+        // The migrating session ends on the server a moment after the client closes it.
+        try await admin.makeClient(poolSize: 1, logger: logger).whileRunning { client in
+            for _ in 0..<100 {
+                let rows = try await client.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE datname = \(Self.template)")
+                var sessions = 0
+                for try await count in rows.decode(Int.self) { sessions = count }
+                if sessions == 0 { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
         }
     }
 }
