@@ -6,7 +6,8 @@ struct BookwormBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
-        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self]
+        subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
+                      TradesCommand.self]
     )
 }
 
@@ -93,5 +94,21 @@ struct JSONCommand: AsyncParsableCommand {
 
     func run() async throws {
         try JSONBenchmark(rounds: rounds).run()
+    }
+}
+
+struct TradesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trades",
+        abstract: "My trades page 1 vs 1000 (100k trades); request and accept under contention; request throughput vs pgbench.")
+
+    @Option(help: "Incoming trades for the listing user (only what is missing is added).") var trades = 100_000
+    @Option(help: "Concurrent clients requesting and accepting.") var clients = 32
+    @Option(help: "Copies they all ask for.") var copies = 100
+    @Option(help: "Seconds for each timed phase.") var seconds = 10
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await TradesBenchmark(trades: trades, clients: clients, copies: copies, seconds: seconds, port: port).run()
     }
 }

@@ -68,6 +68,12 @@ struct BenchDatabase {
         return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
+    /// One value per row of the first column.
+    func lines(_ sql: String) throws -> [String] {
+        let text = try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-tAc", sql])
+        return text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
     func execute(_ sql: String) throws {
         try Shell.run(psql, ["-h", socketDirectory, "-U", "bookworm", "-d", "bookworm", "-q", "-c", sql])
     }
