@@ -17,6 +17,7 @@ extension SQLValue {
         // Shortest round-tripping text, so pgbench sees the very value the server binds.
         case .double(let value): value.map { "\($0)::float8" } ?? "NULL"
         case .uuid(let value): value.map { "'\($0.apiString)'::uuid" } ?? "NULL"
+        case .uuidArray(let value): "ARRAY[" + value.map { "'\($0.apiString)'" }.joined(separator: ",") + "]::uuid[]"
         case .bool(let value): value ? "true" : "false"
         }
     }

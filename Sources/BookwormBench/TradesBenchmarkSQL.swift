@@ -31,7 +31,7 @@ enum TradesBenchmarkSQL {
         DELETE FROM copies WHERE owner_id = (SELECT id FROM users WHERE username = '\(lender)');
         UPDATE users SET email_verified_at = now() WHERE username = '\(lender)' OR username LIKE '\(borrowerPrefix)%';
         INSERT INTO copies (owner_id, book_id, condition)
-            SELECT (SELECT id FROM users WHERE username = '\(lender)'), id, 'good' FROM books ORDER BY id LIMIT \(count);
+            SELECT (SELECT id FROM users WHERE username = '\(lender)'), b.id, 'good' FROM books b ORDER BY b.id LIMIT \(count);
         CREATE TABLE IF NOT EXISTS bench_trade_targets (n int PRIMARY KEY, copy_id uuid NOT NULL, owner_id uuid NOT NULL);
         CREATE TABLE IF NOT EXISTS bench_trade_requesters (n int PRIMARY KEY, user_id uuid NOT NULL);
         TRUNCATE bench_trade_targets, bench_trade_requesters;
@@ -52,22 +52,22 @@ enum TradesBenchmarkSQL {
         SELECT copy_id, owner_id FROM bench_trade_targets WHERE n = :c \\gset
         SELECT user_id AS requester FROM bench_trade_requesters WHERE n = :r \\gset
         BEGIN;
-        SELECT id, owner_id, book_id, status FROM copies WHERE id = ANY(ARRAY[:'copy_id'::uuid]) ORDER BY id FOR UPDATE;
-        SELECT 1 FROM blocks WHERE (blocker_id = :'requester' AND blocked_id = :'owner_id') OR (blocker_id = :'owner_id' AND blocked_id = :'requester');
-        SELECT 1 FROM trades WHERE requester_id = :'requester' AND copy_id = :'copy_id' AND state IN ('requested', 'accepted');
+        SELECT id, owner_id, book_id, status FROM copies WHERE id = ANY(ARRAY[':copy_id'::uuid]) ORDER BY id FOR UPDATE;
+        SELECT 1 FROM blocks WHERE (blocker_id = ':requester' AND blocked_id = ':owner_id') OR (blocker_id = ':owner_id' AND blocked_id = ':requester');
+        SELECT 1 FROM trades WHERE requester_id = ':requester' AND copy_id = ':copy_id' AND state IN ('requested', 'accepted');
         WITH t AS (
             INSERT INTO trades (kind, copy_id, book_id, requester_id, owner_id, created_at, updated_at, expires_at)
-            SELECT 'gift', c.id, c.book_id, :'requester', c.owner_id, now(), now(), now() + interval '14 days' FROM copies c WHERE c.id = :'copy_id'
+            SELECT 'gift', c.id, c.book_id, ':requester', c.owner_id, now(), now(), now() + interval '14 days' FROM copies c WHERE c.id = ':copy_id'
             ON CONFLICT (requester_id, copy_id) WHERE state IN ('requested', 'accepted') DO NOTHING
             RETURNING id
         ), e AS (
-            INSERT INTO trade_events (trade_id, seq, action, state, by_id, at) SELECT id, 1, 'request', 'requested', :'requester', now() FROM t
+            INSERT INTO trade_events (trade_id, seq, action, state, by_id, at) SELECT id, 1, 'request', 'requested', ':requester', now() FROM t
         )
         INSERT INTO outbox_messages (message_id, kind, envelope_from, recipient, subject, content, next_attempt_at)
         SELECT '<' || gen_random_uuid() || '@bench>', 'trade', 'bench@example.org', 'owner@example.org', 'someone asks', 'body', now() FROM t;
         SELECT t.id, t.kind, t.state, b.title, r.username, o.username FROM trades t JOIN books b ON b.id = t.book_id
             JOIN users r ON r.id = t.requester_id JOIN users o ON o.id = t.owner_id
-            WHERE t.requester_id = :'requester' AND t.copy_id = :'copy_id' AND t.state IN ('requested', 'accepted');
+            WHERE t.requester_id = ':requester' AND t.copy_id = ':copy_id' AND t.state IN ('requested', 'accepted');
         COMMIT;
         """
     }

@@ -50,7 +50,12 @@ struct TradeMail: Sendable {
         let open = "Open Bookworm to see the trade."
         switch notice {
         case .requested:
-            return ("\(other) asks for \(book)", "\(other) would like \(book) from you (\(kind)). \(open)")
+            let wish = switch kind {
+            case "loan": "would like to borrow \(book) until \(dueOn ?? "a date you agree on")"
+            case "swap": "would like to swap a book of theirs for \(book)"
+            default: "would like \(book) as a gift"
+            }
+            return ("\(other) asks for \(book)", "\(other) \(wish). \(open)")
         case .accepted:
             return ("\(other) accepted: \(book)", "\(other) accepted the \(kind) of \(book). Meet, hand over, and confirm in the app.")
         case .declined:

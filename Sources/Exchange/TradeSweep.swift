@@ -21,8 +21,18 @@ package struct TradeSweep: JobHandler {
         let now = service.clock.now()
         while true {
             let due = try await dueForExpiry(now: now)
-            for id in due { _ = try await service.act(.expire, on: id, by: nil) }
-            if due.count < batch { break }
+            var failed = 0
+            for id in due {
+                // One trade that cannot expire (a failing statement) must not hold up the rest.
+                do {
+                    _ = try await service.act(.expire, on: id, by: nil)
+                } catch {
+                    failed += 1
+                    service.logger.error("trade expiry failed", metadata: ["trade": .string(id.apiString),
+                                                                          "error": .string(String(reflecting: error))])
+                }
+            }
+            if due.count < batch || failed == due.count { break }
         }
         try await remind(.dueSoon, now: now)
         try await remind(.overdue, now: now)

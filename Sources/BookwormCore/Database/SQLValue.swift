@@ -9,6 +9,7 @@ package enum SQLValue: Sendable {
     case int(Int?)
     case double(Double?)
     case uuid(UUID?)
+    case uuidArray([UUID])
     case bool(Bool)
 
     package func bind(into bindings: inout PostgresBindings) {
@@ -18,6 +19,7 @@ package enum SQLValue: Sendable {
         case .int(let value): bindings.append(value)
         case .double(let value): bindings.append(value)
         case .uuid(let value): bindings.append(value)
+        case .uuidArray(let value): bindings.append(value)
         case .bool(let value): bindings.append(value)
         }
     }

@@ -38,7 +38,7 @@ package struct JobRunner: Service {
     package func run() async throws {
         let wake = WakeSignal(clock: clock)
         let stopping = NIOLockedValueBox(false)
-        try await withGracefulShutdownHandler {
+        await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await listen(wake: wake) }
                 while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
