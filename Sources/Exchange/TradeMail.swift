@@ -25,24 +25,30 @@ struct TradeMail: Sendable {
 
     /// Queues the notice for `recipients` of the trade (unverified addresses get nothing).
     func notify(_ notice: TradeNotice, trade: UUID, recipients: [TradeRole], on connection: PostgresConnection) async throws {
+        try await notify(notice, trades: [trade], recipients: recipients, on: connection)
+    }
+
+    /// The same notice about many trades: one read, one insert.
+    func notify(_ notice: TradeNotice, trades: [UUID], recipients: [TradeRole], on connection: PostgresConnection) async throws {
+        guard !trades.isEmpty else { return }
         let rows = try await connection.query("""
             SELECT t.kind, t.due_on::text, b.title, o.username, o.email, o.email_verified_at IS NOT NULL,
                    r.username, r.email, r.email_verified_at IS NOT NULL
             FROM trades t JOIN books b ON b.id = t.book_id JOIN users o ON o.id = t.owner_id JOIN users r ON r.id = t.requester_id
-            WHERE t.id = \(trade)
+            WHERE t.id = ANY(\(trades))
             """, logger: logger)
+        var messages: [MailMessage] = []
         for try await row in rows.decode((String, String?, String, String, String, Bool, String, String, Bool).self) {
             let owner = Party(username: row.3, email: row.4, verified: row.5)
             let requester = Party(username: row.6, email: row.7, verified: row.8)
-            var messages: [MailMessage] = []
             for role in recipients {
                 let (me, other) = role == .owner ? (owner, requester) : (requester, owner)
                 guard me.verified else { continue }
                 let (subject, text) = Self.wording(notice, kind: row.0, title: row.2, other: other.username, dueOn: row.1)
                 messages.append(templates.notice(to: me.email, recipient: me.username, subject: subject, text: text))
             }
-            if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .trade, on: connection) }
         }
+        if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .trade, on: connection) }
     }
 
     static func wording(_ notice: TradeNotice, kind: String, title: String, other: String, dueOn: String?) -> (String, String) {

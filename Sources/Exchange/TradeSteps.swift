@@ -30,11 +30,9 @@ struct TradeSteps {
             }
         }
         try await copies.reserve(trade.copyIDs, for: trade.id, on: connection)
-        for other in try await trades.lockOpenTrades(on: trade.copyIDs, except: trade.id, on: connection) {
-            try await trades.setState(other.id, .declined, at: now, expiresAt: nil, declineReason: "reserved", on: connection)
-            try await trades.addEvent(other.id, action: "decline", state: .declined, by: nil, at: now, on: connection)
-            try await service.mail.notify(.declinedReserved, trade: other.id, recipients: [.requester], on: connection)
-        }
+        let others = try await trades.lockOpenTrades(on: trade.copyIDs, except: trade.id, on: connection).map(\.id)
+        try await trades.declineReserved(others, at: now, on: connection)
+        try await service.mail.notify(.declinedReserved, trades: others, recipients: [.requester], on: connection)
         try await finish(.accepted, action: .accept, notice: .accepted)
     }
 

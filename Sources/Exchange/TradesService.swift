@@ -37,7 +37,8 @@ package struct TradesService: Sendable {
         guard requester.emailVerifiedAt != nil else {
             throw AppError.forbiddenCode("email_not_verified", "Verify your email address before asking for a book")
         }
-        return try await client.transaction(logger: logger) { connection in
+        // The trade is read back after commit, so the copy's lock is held for the writes only.
+        let id = try await client.transaction(logger: logger) { connection in
             let now = clock.now()
             let locked = try await trades.lockCopies([new.copyID] + [new.offeredCopyID].compactMap { $0 }, on: connection)
             guard let copy = locked[new.copyID], copy.status != "withdrawn" || copy.ownerID == requester.id else {
@@ -69,8 +70,9 @@ package struct TradesService: Sendable {
             }
             try await trades.addEvent(id, action: "request", state: .requested, by: requester.id, at: now, on: connection)
             try await mail.notify(.requested, trade: id, recipients: [.owner], on: connection)
-            return try await requireView(id, viewer: requester.id, on: connection)
+            return id
         }
+        return try await get(id, viewer: requester.id)
     }
 
     static let alreadyOpen = AppError.conflict(code: "trade_exists", detail: "You already have an open trade for this copy", field: "copy_id")
@@ -88,7 +90,7 @@ package struct TradesService: Sendable {
 
     /// A participant's action (`by` nil: the service's own, i.e. expiry).
     package func act(_ action: TradeAction, on id: UUID, by user: UUID?, offeredCopy: UUID? = nil) async throws -> TradeView? {
-        try await client.transaction(logger: logger) { connection in
+        let acted = try await client.transaction(logger: logger) { connection in
             let now = clock.now()
             let (trade, locked) = try await lockTrade(id, extra: offeredCopy, on: connection)
             let role = try user.map { user in
@@ -96,7 +98,7 @@ package struct TradesService: Sendable {
                 return role
             }
             // The sweep read the trade without a lock: under the lock it may have moved on.
-            if action == .expire, !trade.state.isOpen || !(trade.expiresAt.map { $0 <= now } ?? false) { return nil }
+            if action == .expire, !trade.state.isOpen || !(trade.expiresAt.map { $0 <= now } ?? false) { return false }
             guard TradeMachine.transition(from: trade.state, action: action, kind: trade.kind, role: role,
                                           proposalBy: trade.proposalBy) != nil else {
                 throw AppError.invalidTransition(state: trade.state.rawValue, action: action.rawValue)
@@ -111,9 +113,10 @@ package struct TradesService: Sendable {
             case .return: try await steps.takeBack()
             case .expire: try await steps.finish(.expired, action: action, notice: .expired)
             }
-            guard let user else { return nil }
-            return try await requireView(id, viewer: user, on: connection)
+            return true
         }
+        guard acted, let user else { return nil }
+        return try await get(id, viewer: user)
     }
 
     /// Locks the trade's copies (and `extra`), then the trade. A counter may have changed the
@@ -128,11 +131,6 @@ package struct TradesService: Sendable {
             }
         }
         throw AppError.conflict(code: "busy", detail: "The trade changed while you acted; try again", field: nil)
-    }
-
-    func requireView(_ id: UUID, viewer: UUID, on connection: PostgresConnection) async throws -> TradeView {
-        guard let view = try await views.view(id, viewer: viewer, on: connection) else { throw Self.notFound(id) }
-        return view
     }
 
     func expiry(_ state: TradeState, from now: Date) -> Date? {

@@ -110,6 +110,20 @@ struct TradesStore: Sendable {
             """, logger: logger)
     }
 
+    /// Declines `ids` because their copy went to another trade: one update, one insert.
+    func declineReserved(_ ids: [UUID], at now: Date, on connection: PostgresConnection) async throws {
+        guard !ids.isEmpty else { return }
+        try await connection.query("""
+            UPDATE trades SET state = 'declined', decline_reason = 'reserved', updated_at = \(now), expires_at = NULL
+            WHERE id = ANY(\(ids))
+            """, logger: logger)
+        try await connection.query("""
+            INSERT INTO trade_events (trade_id, seq, action, state, by_id, at)
+            SELECT t.id, coalesce((SELECT max(seq) FROM trade_events e WHERE e.trade_id = t.id), 0) + 1, 'decline', 'declined', NULL, \(now)
+            FROM unnest(\(ids)::uuid[]) AS t(id)
+            """, logger: logger)
+    }
+
     /// The new state and activity time; the expiry window restarts while the trade is open.
     func setState(_ id: UUID, _ state: TradeState, at now: Date, expiresAt: Date?, declineReason: String? = nil,
                   on connection: PostgresConnection) async throws {
