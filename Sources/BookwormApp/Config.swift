@@ -13,7 +13,7 @@ package struct Config: Sendable {
     /// `nil` means: start the embedded PostgreSQL cluster under `dataDirectory`.
     var databaseURL: String?
     var dataDirectory: String
-    var databasePoolSize: Int
+    package var databasePoolSize: Int
     /// Connection acquisition and statement deadlines (`BOOKWORM_DB_ACQUIRE_TIMEOUT_MS`, `BOOKWORM_DB_STATEMENT_TIMEOUT_MS`).
     package var databaseDeadlines = DatabaseDeadlines()
     var hashing: PasswordHasher.Settings

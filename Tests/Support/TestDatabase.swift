@@ -140,7 +140,7 @@ func withTestDatabase<T: Sendable>(
 extension Database {
     /// The deadlines every test uses: many tests share two cores, so a connection may take
     /// seconds to open (the outage tests set tight deadlines of their own).
-    package static let testDeadlines = DatabaseDeadlines(acquire: .seconds(15), statement: .seconds(15))
+    package static let testDeadlines = DatabaseDeadlines(acquire: .seconds(30), statement: .seconds(30))
 
     package static func forTests(_ client: PostgresClient) -> Database {
         Database(client: client, deadlines: testDeadlines)
