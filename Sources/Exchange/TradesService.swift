@@ -45,9 +45,8 @@ package struct TradesService: Sendable {
                 throw AppError.notFound("No copy with id \(new.copyID.apiString)")
             }
             guard copy.ownerID != requester.id else { throw AppError.broken("copy_id", "is your own copy") }
-            guard try await !blocks.isBlocked(between: requester.id, and: copy.ownerID, on: connection) else {
-                throw AppError.forbiddenCode("blocked", "You cannot trade with this user")
-            }
+            let checks = try await trades.requestChecks(requester: requester.id, owner: copy.ownerID, copy: copy.id, on: connection)
+            guard !checks.blocked else { throw AppError.forbiddenCode("blocked", "You cannot trade with this user") }
             guard copy.status == "available" else {
                 throw AppError.conflict(code: "copy_unavailable", detail: "The copy is \(copy.status)", field: "copy_id")
             }
@@ -57,9 +56,7 @@ package struct TradesService: Sendable {
                 }
                 return offered
             }
-            guard try await !trades.hasOpenTrade(requester: requester.id, copy: copy.id, on: connection) else {
-                throw Self.alreadyOpen
-            }
+            guard !checks.open else { throw Self.alreadyOpen }
             let id: UUID
             do {
                 id = try await trades.insert(new, requester: requester.id, owner: copy.ownerID, bookID: copy.bookID,
@@ -68,7 +65,6 @@ package struct TradesService: Sendable {
             } catch let error as PSQLError where error.sqlState == "23505" {
                 throw Self.alreadyOpen
             }
-            try await trades.addEvent(id, action: "request", state: .requested, by: requester.id, at: now, on: connection)
             try await mail.notify(.requested, trade: id, recipients: [.owner], on: connection)
             return id
         }

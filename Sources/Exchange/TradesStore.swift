@@ -82,22 +82,33 @@ struct TradesStore: Sendable {
             """, logger: logger))
     }
 
-    func hasOpenTrade(requester: UUID, copy: UUID, on connection: PostgresConnection) async throws -> Bool {
+    /// Whether a block stands between the two, and whether the requester already has an open
+    /// trade for the copy: one statement, run under the copy's lock.
+    func requestChecks(requester: UUID, owner: UUID, copy: UUID, on connection: PostgresConnection) async throws -> (blocked: Bool, open: Bool) {
         let rows = try await connection.query("""
-            SELECT 1 FROM trades WHERE requester_id = \(requester) AND copy_id = \(copy) AND state IN ('requested', 'accepted')
+            SELECT EXISTS (SELECT 1 FROM blocks
+                           WHERE (blocker_id = \(requester) AND blocked_id = \(owner)) OR (blocker_id = \(owner) AND blocked_id = \(requester))),
+                   EXISTS (SELECT 1 FROM trades
+                           WHERE requester_id = \(requester) AND copy_id = \(copy) AND state IN ('requested', 'accepted'))
             """, logger: logger)
-        for try await _ in rows { return true }
-        return false
+        for try await (blocked, open) in rows.decode((Bool, Bool).self) { return (blocked, open) }
+        return (false, false)
     }
 
+    /// The trade and its first event ("request") in one statement.
     func insert(_ trade: NewTrade, requester: UUID, owner: UUID, bookID: UUID, offeredBookID: UUID?, now: Date, expiresAt: Date,
                 on connection: PostgresConnection) async throws -> UUID {
         let rows = try await connection.query("""
-            INSERT INTO trades (kind, copy_id, offered_copy_id, book_id, offered_book_id, requester_id, owner_id, due_on, message,
-                                created_at, updated_at, expires_at)
-            VALUES (\(trade.kind.rawValue), \(trade.copyID), \(trade.offeredCopyID), \(bookID), \(offeredBookID), \(requester), \(owner),
-                    \(trade.dueOn.map(Self.dateString))::date, \(trade.message), \(now), \(now), \(expiresAt))
-            RETURNING id
+            WITH t AS (
+                INSERT INTO trades (kind, copy_id, offered_copy_id, book_id, offered_book_id, requester_id, owner_id, due_on, message,
+                                    created_at, updated_at, expires_at)
+                VALUES (\(trade.kind.rawValue), \(trade.copyID), \(trade.offeredCopyID), \(bookID), \(offeredBookID), \(requester), \(owner),
+                        \(trade.dueOn.map(Self.dateString))::date, \(trade.message), \(now), \(now), \(expiresAt))
+                RETURNING id
+            ), e AS (
+                INSERT INTO trade_events (trade_id, seq, action, state, by_id, at) SELECT id, 1, 'request', 'requested', \(requester), \(now) FROM t
+            )
+            SELECT id FROM t
             """, logger: logger)
         for try await id in rows.decode(UUID.self) { return id }
         throw AppError.unavailable("trade insert returned no row")
