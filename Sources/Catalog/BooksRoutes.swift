@@ -28,7 +28,8 @@ package struct BooksRoutes: Sendable {
 
     @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.uuid("id")
-        guard let book = try await books.get(id) else { throw AppError.notFound("No book with id \(id.apiString)") }
+        guard var book = try await books.get(id) else { throw AppError.notFound("No book with id \(id.apiString)") }
+        book.editions = try await books.editions(of: id)
         return try .json(book, for: request)
     }
 

@@ -54,6 +54,20 @@ package struct BooksStore: Sendable {
         return nil
     }
 
+    /// The other editions of `id`'s work (same work key), oldest publication first.
+    package func editions(of id: UUID, limit: Int = 50) async throws -> [BookSummary] {
+        let rows = try await client.query("""
+            SELECT e.id, e.isbn13, e.title, e.authors FROM books b JOIN books e ON e.work_key = b.work_key AND e.id <> b.id
+            WHERE b.id = \(id)
+            ORDER BY e.published_year NULLS LAST, e.created_at, e.id LIMIT \(limit)
+            """, logger: logger)
+        var editions: [BookSummary] = []
+        for try await (bookID, isbn13, title, authors) in rows.decode((UUID, String?, String, [String]).self) {
+            editions.append(BookSummary(id: bookID, isbn13: isbn13, title: title, authors: authors))
+        }
+        return editions
+    }
+
     /// Newest first; `isbn` is an exact ISBN-13, `words` an accent-insensitive search with the
     /// last word matched as a prefix.
     /// Each book with its keyset position; `limit` rows at most.

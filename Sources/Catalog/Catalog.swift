@@ -24,9 +24,11 @@ package struct BookView: Encodable, Sendable {
     let publishedYear: Int?
     let language: String?
     let availableCopies: Int
+    /// The other editions of the same work; only a single book's page lists them.
+    var editions: [BookSummary]?
 
     enum CodingKeys: String, CodingKey {
-        case id, isbn13, isbn10, title, authors, publisher, language
+        case id, isbn13, isbn10, title, authors, publisher, language, editions
         case publishedYear = "published_year", availableCopies = "available_copies"
     }
 
@@ -41,6 +43,7 @@ package struct BookView: Encodable, Sendable {
         try container.encode(publishedYear, forKey: .publishedYear)
         try container.encode(language, forKey: .language)
         try container.encode(availableCopies, forKey: .availableCopies)
+        try container.encodeIfPresent(editions, forKey: .editions)
     }
 }
 
