@@ -29,7 +29,7 @@ package struct BooksStore: Sendable {
     /// One row per ISBN even when two clients create it at the same moment: the insert yields
     /// to the unique index and the loser reads the winner's row. Books without an ISBN are
     /// always new.
-    func findOrCreate(_ book: NewBook, on connection: PostgresConnection) async throws -> (BookView, created: Bool) {
+    package func findOrCreate(_ book: NewBook, on connection: PostgresConnection) async throws -> (BookView, created: Bool) {
         let isbn13 = book.isbn?.isbn13
         let inserted = try await connection.query("""
             INSERT INTO books AS b (isbn13, title, authors, publisher, published_year, language)

@@ -16,7 +16,7 @@ package enum CopyStatus: String, CaseIterable, Sendable {
 
 /// A book (edition) as the API shows it.
 package struct BookView: Encodable, Sendable {
-    let id: UUID
+    package let id: UUID
     let isbn13: String?
     let title: String
     let authors: [String]

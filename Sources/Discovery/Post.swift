@@ -136,7 +136,7 @@ package enum FeedValidation {
     /// rather than stripped, so what is stored is what the author saw. Counted in Unicode
     /// scalars, as PostgreSQL's `char_length` counts them.
     package static func body(_ raw: String, field: String = "body", maxLength: Int = maxBodyLength) throws -> String {
-        let value = raw.replacingOccurrences(of: "\r\n", with: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = crlfAsNewline(raw).trimmingCharacters(in: .whitespacesAndNewlines)
         let length = value.unicodeScalars.count
         guard length >= 1 else { throw AppError.invalid(field, "must not be empty") }
         guard length <= maxLength else {
@@ -145,6 +145,24 @@ package enum FeedValidation {
         let control = value.unicodeScalars.contains { $0 != "\n" && $0.properties.generalCategory == .control }
         guard !control else { throw AppError.invalid(field, "must not contain control characters other than newline") }
         return value
+    }
+
+    /// CRLF read as LF, scalar by scalar: string replacement works on characters, and a CR LF
+    /// next to a modifier or combining mark is not one character there, so it was left as CR.
+    static func crlfAsNewline(_ raw: String) -> String {
+        let scalars = Array(raw.unicodeScalars)
+        var result = String.UnicodeScalarView()
+        var index = 0
+        while index < scalars.count {
+            if scalars[index] == "\r", index + 1 < scalars.count, scalars[index + 1] == "\n" {
+                result.append("\n")
+                index += 2
+            } else {
+                result.append(scalars[index])
+                index += 1
+            }
+        }
+        return String(result)
     }
 
     static func newPost(_ body: CreatePostBody) throws -> NewPost {
