@@ -120,10 +120,11 @@ enum BenchAccount {
 enum Pages {
     /// Follows `next_cursor` from page 1 of `url`, as a client scrolling would; returns the
     /// cursor of the page after the last one walked.
-    static func walk(curl: String, url: String, pages: Int) throws -> String {
+    static func walk(curl: String, url: String, pages: Int, token: String? = nil) throws -> String {
         var cursor = ""
+        let auth = token.map { ["-H", "Authorization: Bearer \($0)"] } ?? []
         for index in 0..<pages {
-            let text = try Shell.run(curl, ["-sf", url + (cursor.isEmpty ? "" : "&cursor=\(cursor)")])
+            let text = try Shell.run(curl, ["-sf"] + auth + [url + (cursor.isEmpty ? "" : "&cursor=\(cursor)")])
             guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
                   let next = object["next_cursor"] as? String else {
                 throw Shell.Failure(description: "\(url) ended after \(index + 1) pages")

@@ -27,7 +27,7 @@ struct TradesBenchmark {
         let held = try database.scalar("SELECT count(*) FROM trades WHERE owner_id = (SELECT id FROM users WHERE username = '\(Self.lister)')")
         print("trades: \(Self.lister) has \(held) incoming trades")
         let url = base + "/v1/me/trades?limit=\(limit)"
-        let cursor = try walk(curl: tools.curl, url: url, token: listerToken, pages: 999)
+        let cursor = try Pages.walk(curl: tools.curl, url: url, pages: 999, token: listerToken)
         let script = try BenchAccount.headerScript(token: listerToken)
         let page1 = WrkResult.parse(try Shell.run(tools.wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", "-s", script, url]))
         let page1000 = WrkResult.parse(try Shell.run(tools.wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", "-s", script, url + "&cursor=\(cursor)"]))
@@ -93,19 +93,6 @@ struct TradesBenchmark {
             }
         }
         return (samples, (ContinuousClock.now - started).milliseconds / 1000)
-    }
-
-    private func walk(curl: String, url: String, token: String, pages: Int) throws -> String {
-        var cursor = ""
-        for index in 0..<pages {
-            let text = try Shell.run(curl, ["-sf", "-H", "Authorization: Bearer \(token)", url + (cursor.isEmpty ? "" : "&cursor=\(cursor)")])
-            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-                  let next = object["next_cursor"] as? String else {
-                throw Shell.Failure(description: "\(url) ended after \(index + 1) pages")
-            }
-            cursor = next
-        }
-        return cursor
     }
 
     private func report(page1: WrkResult, page1000: WrkResult, requests: Samples, requestSeconds: Double, accepts: Samples,

@@ -54,6 +54,17 @@ package struct BooksStore: Sendable {
         return nil
     }
 
+    package func exists(_ id: UUID, on connection: PostgresConnection) async throws -> Bool {
+        for try await _ in try await connection.query("SELECT 1 FROM books WHERE id = \(id)", logger: logger) { return true }
+        return false
+    }
+
+    package func id(isbn13: String, on connection: PostgresConnection) async throws -> UUID? {
+        let rows = try await connection.query("SELECT id FROM books WHERE isbn13 = \(isbn13)", logger: logger)
+        for try await id in rows.decode(UUID.self) { return id }
+        return nil
+    }
+
     /// The other editions of `id`'s work (same work key), oldest publication first.
     package func editions(of id: UUID, limit: Int = 50) async throws -> [BookSummary] {
         let rows = try await client.query("""

@@ -92,24 +92,13 @@ enum ReadingValidation {
         let remark = try collectFieldErrors(&errors) {
             try body.closingRemark.map { try FeedValidation.body($0, field: "closing_remark", maxLength: 2000) }
         } ?? nil
-        let started = try collectFieldErrors(&errors) { try body.startedOn.map { try day($0, field: "started_on") } } ?? nil
-        let finished = try collectFieldErrors(&errors) { try body.finishedOn.map { try day($0, field: "finished_on") } } ?? nil
+        let started = try collectFieldErrors(&errors) { try body.startedOn.map { try TradeValidation.date($0, field: "started_on") } } ?? nil
+        let finished = try collectFieldErrors(&errors) { try body.finishedOn.map { try TradeValidation.date($0, field: "finished_on") } } ?? nil
         guard errors.isEmpty, let state else { throw AppError.validation(errors) }
         if let started, let finished, finished < started {
             throw AppError.broken("finished_on", "must not be before started_on")
         }
         return ReadingInput(state: state, isPrivate: body.private ?? false, closingRemark: remark,
                             startedOn: started.map(TradesStore.dateString), finishedOn: finished.map(TradesStore.dateString))
-    }
-
-    /// A calendar date, as trades read `due_on`, under this field's name.
-    static func day(_ raw: String, field: String) throws -> Date {
-        do {
-            return try TradeValidation.date(raw)
-        } catch AppError.validation {
-            throw AppError.invalid(field, "must be a date, YYYY-MM-DD")
-        } catch AppError.rule {
-            throw AppError.broken(field, "is not a calendar date")
-        }
     }
 }

@@ -26,14 +26,14 @@ package struct ReadingsService: Sendable {
 
     func put(user: UUID, book: UUID, _ input: ReadingInput) async throws -> (ReadingView, created: Bool) {
         try await client.transaction(logger: logger) { connection in
-            guard try await readings.bookExists(book, on: connection) else { throw AppError.notFound("No book with id \(book.apiString)") }
+            guard try await books.exists(book, on: connection) else { throw AppError.notFound("No book with id \(book.apiString)") }
             return try await save(user: user, book: book, input, on: connection)
         }
     }
 
     /// The book is found by ISBN; only a book the catalogue lacks needs `title` and `authors`.
     func put(user: UUID, isbn13: String, newBook: () throws -> NewBook, _ input: ReadingInput) async throws -> (ReadingView, created: Bool) {
-        let existing = try await client.withConnection { try await readings.bookID(isbn13: isbn13, on: $0) }
+        let existing = try await client.withConnection { try await books.id(isbn13: isbn13, on: $0) }
         let described = try existing == nil ? newBook() : nil
         return try await client.transaction(logger: logger) { connection in
             let book: UUID

@@ -36,17 +36,6 @@ struct ReadingsStore: Sendable {
             """, on: connection, logger: logger)).first
     }
 
-    func bookExists(_ id: UUID, on connection: PostgresConnection) async throws -> Bool {
-        for try await _ in try await connection.query("SELECT 1 FROM books WHERE id = \(id)", logger: logger) { return true }
-        return false
-    }
-
-    func bookID(isbn13: String, on connection: PostgresConnection) async throws -> UUID? {
-        let rows = try await connection.query("SELECT id FROM books WHERE isbn13 = \(isbn13)", logger: logger)
-        for try await id in rows.decode(UUID.self) { return id }
-        return nil
-    }
-
     func delete(user: UUID, book: UUID) async throws -> Bool {
         let rows = try await client.query("DELETE FROM readings WHERE user_id = \(user) AND book_id = \(book) RETURNING 1", logger: logger)
         return rows.rows.count > 0

@@ -55,7 +55,7 @@ struct TradeSteps {
             throw AppError.broken("offered_copy_id", "must be one of the requester's available copies")
         }
         guard offeredCopy != trade.offeredCopyID else { throw AppError.broken("offered_copy_id", "is the copy already offered") }
-        try await trades.counter(trade.id, by: role, offeredCopy: copy, at: now, expiresAt: now.addingTimeInterval(service.policy.requestedDays * 86400),
+        try await trades.counter(trade.id, by: role, offeredCopy: copy, at: now, expiresAt: service.expiry(.requested, from: now),
                                  on: connection)
         try await trades.addEvent(trade.id, action: "counter", state: .requested, by: user, at: now, on: connection)
         try await service.mail.notify(.countered, trade: trade.id, recipients: others, on: connection)
@@ -67,7 +67,7 @@ struct TradeSteps {
         let mine = role == .owner ? trade.ownerConfirmed : trade.requesterConfirmed
         guard !mine else { return }
         let theirs = role == .owner ? trade.requesterConfirmed : trade.ownerConfirmed
-        try await trades.confirm(trade.id, by: role, at: now, expiresAt: now.addingTimeInterval(service.policy.acceptedDays * 86400),
+        try await trades.confirm(trade.id, by: role, at: now, expiresAt: service.expiry(.accepted, from: now),
                                  on: connection)
         guard theirs else {
             try await trades.addEvent(trade.id, action: "confirm", state: .accepted, by: user, at: now, on: connection)

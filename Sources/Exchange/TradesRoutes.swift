@@ -102,14 +102,14 @@ enum TradeValidation {
         let message = try collectFieldErrors(&errors) {
             try body.message.map { try FeedValidation.body($0, field: "message", maxLength: 1000) }
         } ?? nil
-        let due = try collectFieldErrors(&errors) { try body.dueOn.map(date) } ?? nil
+        let due = try collectFieldErrors(&errors) { try body.dueOn.map { try date($0, field: "due_on") } } ?? nil
         guard errors.isEmpty, let kind else { throw AppError.validation(errors) }
         var rules: [FieldError] = []
         if kind == .swap, body.offeredCopyID == nil { rules.append(FieldError("offered_copy_id", "is required for a swap")) }
         if kind != .swap, body.offeredCopyID != nil { rules.append(FieldError("offered_copy_id", "is only for swaps")) }
         if kind == .loan {
             if let due {
-                let today = try date(TradesStore.dateString(now))
+                let today = try date(TradesStore.dateString(now), field: "due_on")
                 let days = due.timeIntervalSince(today) / 86400
                 if days < 1 { rules.append(FieldError("due_on", "must be after today")) }
                 if days > 365 { rules.append(FieldError("due_on", "must be at most 365 days ahead")) }
@@ -124,19 +124,19 @@ enum TradeValidation {
         return NewTrade(copyID: body.copyID, kind: kind, offeredCopyID: body.offeredCopyID, dueOn: due, message: message)
     }
 
-    /// A calendar date, `YYYY-MM-DD`, as midnight UTC.
-    static func date(_ raw: String) throws -> Date {
+    /// A calendar date, `YYYY-MM-DD`, as midnight UTC; `field` names it in a refusal.
+    static func date(_ raw: String, field: String) throws -> Date {
         let parts = raw.split(separator: "-", omittingEmptySubsequences: false)
         guard raw.utf8.count == 10, parts.count == 3, parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
               let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]) else {
-            throw AppError.invalid("due_on", "must be a date, YYYY-MM-DD")
+            throw AppError.invalid(field, "must be a date, YYYY-MM-DD")
         }
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC") ?? calendar.timeZone
         let components = DateComponents(year: year, month: month, day: day)
         // The shape is the schema's; a day that does not exist is a rule (422).
         guard components.isValidDate(in: calendar), let date = calendar.date(from: components) else {
-            throw AppError.broken("due_on", "is not a calendar date")
+            throw AppError.broken(field, "is not a calendar date")
         }
         return date
     }

@@ -60,7 +60,7 @@ package struct TradesService: Sendable {
             let id: UUID
             do {
                 id = try await trades.insert(new, requester: requester.id, owner: copy.ownerID, bookID: copy.bookID,
-                                             offeredBookID: offered?.bookID, now: now, expiresAt: now.addingTimeInterval(policy.requestedDays * 86400),
+                                             offeredBookID: offered?.bookID, now: now, expiresAt: expiry(.requested, from: now),
                                              on: connection)
             } catch let error as PSQLError where error.sqlState == "23505" {
                 throw Self.alreadyOpen

@@ -96,7 +96,7 @@ struct TradesStore: Sendable {
     }
 
     /// The trade and its first event ("request") in one statement.
-    func insert(_ trade: NewTrade, requester: UUID, owner: UUID, bookID: UUID, offeredBookID: UUID?, now: Date, expiresAt: Date,
+    func insert(_ trade: NewTrade, requester: UUID, owner: UUID, bookID: UUID, offeredBookID: UUID?, now: Date, expiresAt: Date?,
                 on connection: PostgresConnection) async throws -> UUID {
         let rows = try await connection.query("""
             WITH t AS (
@@ -146,7 +146,7 @@ struct TradesStore: Sendable {
             """, logger: logger)
     }
 
-    func counter(_ id: UUID, by role: TradeRole, offeredCopy: LockedCopy, at now: Date, expiresAt: Date,
+    func counter(_ id: UUID, by role: TradeRole, offeredCopy: LockedCopy, at now: Date, expiresAt: Date?,
                  on connection: PostgresConnection) async throws {
         try await connection.query("""
             UPDATE trades SET offered_copy_id = \(offeredCopy.id), offered_book_id = \(offeredCopy.bookID), proposal_by = \(role.rawValue),
@@ -161,7 +161,7 @@ struct TradesStore: Sendable {
             """, logger: logger)
     }
 
-    func confirm(_ id: UUID, by role: TradeRole, at now: Date, expiresAt: Date, on connection: PostgresConnection) async throws {
+    func confirm(_ id: UUID, by role: TradeRole, at now: Date, expiresAt: Date?, on connection: PostgresConnection) async throws {
         try await connection.query("""
             UPDATE trades SET
                 requester_confirmed_at = CASE WHEN \(role.rawValue) = 'requester' THEN \(now) ELSE requester_confirmed_at END,

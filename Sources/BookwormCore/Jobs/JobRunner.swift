@@ -41,9 +41,11 @@ package struct JobRunner: Service {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await listen(wake: wake) }
+                var prepared = false
                 while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
                     do {
-                        try await prepare()
+                        // Once (again after a failure), not on every poll.
+                        if !prepared { try await prepare(); prepared = true }
                         if try await runDue() == batchSize { continue }
                     } catch {
                         logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))])
