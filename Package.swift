@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "Accounts", dependencies: ["BookwormCore", "Mail", "CSodium"] + common),
         .target(name: "Places", dependencies: ["BookwormCore", "Accounts"] + common),
         .target(name: "Catalog", dependencies: ["BookwormCore", "Accounts", "Places"] + common),
-        .target(name: "Discovery", dependencies: ["BookwormCore", "Accounts", "Places", "Catalog"] + common),
+        .target(name: "Discovery", dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog"] + common),
         .target(name: "Exchange", dependencies: ["BookwormCore", "Mail", "Accounts", "Catalog", "Discovery"] + common),
         .target(
             name: "BookwormApp",

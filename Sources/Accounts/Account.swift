@@ -9,6 +9,7 @@ struct PrivateUser: Encodable, Sendable {
     let displayName: String?
     let bio: String?
     let createdAt: Date
+    let alerts: String
 
     init(_ user: UserRecord) {
         id = user.id
@@ -18,10 +19,11 @@ struct PrivateUser: Encodable, Sendable {
         displayName = user.displayName
         bio = user.bio
         createdAt = user.createdAt
+        alerts = user.alerts
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, email, username, bio
+        case id, email, username, bio, alerts
         case emailVerified = "email_verified", displayName = "display_name", createdAt = "created_at"
     }
 
@@ -34,6 +36,7 @@ struct PrivateUser: Encodable, Sendable {
         try container.encode(displayName, forKey: .displayName)
         try container.encode(bio, forKey: .bio)
         try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(alerts, forKey: .alerts)
     }
 }
 
@@ -159,9 +162,11 @@ struct ChangePasswordBody: StrictBody {
 struct UpdateMeBody: StrictBody {
     var displayName: FieldUpdate<String> = .unchanged
     var bio: FieldUpdate<String> = .unchanged
+    /// `instant`, `daily` or `off`; checked by the route, which names the field.
+    var alerts: String?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case bio
+        case bio, alerts
         case displayName = "display_name"
     }
 
@@ -169,6 +174,7 @@ struct UpdateMeBody: StrictBody {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         displayName = try FieldUpdate(container, .displayName)
         bio = try FieldUpdate(container, .bio)
+        alerts = try container.decodeIfPresent(String.self, forKey: .alerts)
     }
 }
 

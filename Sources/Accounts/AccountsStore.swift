@@ -19,13 +19,13 @@ package struct AccountsStore: Sendable {
         case emailTaken
     }
 
-    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at"
+    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at, u.alerts"
 
-    package typealias UserRow = (UUID, String, String, String?, String?, String, Date?, Date)
+    package typealias UserRow = (UUID, String, String, String?, String?, String, Date?, Date, String)
 
     package static func record(_ row: UserRow) -> UserRecord {
         UserRecord(id: row.0, email: row.1, username: row.2, displayName: row.3, bio: row.4,
-                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7)
+                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7, alerts: row.8)
     }
 
     /// Inserts the user on `connection` (the caller's transaction); a unique violation is an
@@ -66,13 +66,14 @@ package struct AccountsStore: Sendable {
         return nil
     }
 
-    func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>) async throws -> UserRecord? {
+    func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>, alerts: String?) async throws -> UserRecord? {
         let (setName, nameValue) = Self.split(displayName)
         let (setBio, bioValue) = Self.split(bio)
         let rows = try await client.query("""
             UPDATE users AS u SET
                 display_name = CASE WHEN \(setName) THEN \(nameValue) ELSE u.display_name END,
                 bio = CASE WHEN \(setBio) THEN \(bioValue) ELSE u.bio END,
+                alerts = coalesce(\(alerts), u.alerts),
                 updated_at = now()
             WHERE u.id = \(userID)
             RETURNING \(unescaped: Self.userColumns)

@@ -54,7 +54,7 @@ package struct SessionStore: Sendable {
         guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
         let lookup = SessionLookupSQL(tokenHash: Self.tokenHash(token), now: clock.now(), idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
         for row in try await client.execute(lookup, logger: logger) {
-            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8))
+            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9))
             return AuthenticatedSession(sessionID: row.0, user: user)
         }
         return nil
@@ -100,7 +100,7 @@ struct SessionLookupSQL: PostgresPreparedStatement {
         SELECT live.id, \(AccountsStore.userColumns)
         FROM live JOIN users u ON u.id = live.user_id
         """
-    typealias Row = (UUID, UUID, String, String, String?, String?, String, Date?, Date)
+    typealias Row = (UUID, UUID, String, String, String?, String?, String, Date?, Date, String)
 
     let tokenHash: ByteBuffer
     let now: Date

@@ -159,6 +159,8 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    WishesRoutes(service: WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger))
+        .addRoutes(authenticated: authenticated)
     PostsRoutes(service: PostsService(client: client, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
@@ -168,10 +170,16 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
 }
 
 /// The leased-jobs runner with every kind of background work but mail (which has the outbox
-/// worker): trade expiry and loan reminders. `serve` runs it unless `--no-worker`; so does `worker`.
+/// worker): trade expiry and loan reminders, alert fan-out and digests. `serve` runs it unless
+/// `--no-worker`; so does `worker`.
 func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunner {
-    let trades = TradesService(client: client, outbox: OutboxStore(client: client, logger: logger, clock: config.clock),
-                               templates: MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL),
+    let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
+    let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
+    let trades = TradesService(client: client, outbox: outbox, templates: templates,
                                policy: config.trades, clock: config.clock, logger: logger)
-    return JobRunner(client: client, handlers: [TradeSweep(service: trades)], logger: logger, clock: config.clock)
+    return JobRunner(client: client, handlers: [
+        TradeSweep(service: trades),
+        AlertFanOut(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
+        AlertDigest(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
+    ], logger: logger, clock: config.clock)
 }

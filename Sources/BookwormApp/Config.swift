@@ -23,6 +23,7 @@ package struct Config: Sendable {
     package var mail: MailSettings
     package var contact: ContactPolicy
     package var trades = TradePolicy()
+    package var wishes = WishPolicy()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
@@ -113,6 +114,7 @@ package struct Config: Sendable {
             ?? defaults.trades.requestedDays
         config.trades.acceptedDays = try reader.int("BOOKWORM_TRADE_ACCEPTED_DAYS", range: 1...365).map(Double.init)
             ?? defaults.trades.acceptedDays
+        config.wishes.digestHour = try reader.int("BOOKWORM_ALERT_DIGEST_HOUR", range: 0...23) ?? defaults.wishes.digestHour
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -16,7 +16,7 @@ package struct ClaimedMessage: Sendable {
 }
 
 package enum OutboxKind: String, Sendable {
-    case verifyEmail = "verify_email", passwordReset = "password_reset", contact, trade
+    case verifyEmail = "verify_email", passwordReset = "password_reset", contact, trade, alert
 }
 
 /// SQL for the outbox. Writers enqueue on the connection of their own transaction, so the

@@ -11,8 +11,10 @@ package struct UserRecord: Sendable {
     package let passwordHash: String
     package let emailVerifiedAt: Date?
     package let createdAt: Date
+    /// How alerts are mailed: `instant`, `daily` or `off`.
+    package let alerts: String
 
-    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String, emailVerifiedAt: Date? = nil, createdAt: Date) {
+    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String, emailVerifiedAt: Date? = nil, createdAt: Date, alerts: String = "daily") {
         self.id = id
         self.email = email
         self.username = username
@@ -21,6 +23,7 @@ package struct UserRecord: Sendable {
         self.passwordHash = passwordHash
         self.emailVerifiedAt = emailVerifiedAt
         self.createdAt = createdAt
+        self.alerts = alerts
     }
 }
 

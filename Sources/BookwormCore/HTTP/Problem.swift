@@ -14,7 +14,7 @@ extension AppError {
         case .conflict, .invalidTransition: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
-        case .unprocessable, .rule: .unprocessableContent
+        case .unprocessable, .unprocessableBecause, .rule: .unprocessableContent
         case .throttled: .tooManyRequests
         case .overloaded, .unavailable, .databaseUnavailable: .serviceUnavailable
         }
@@ -57,6 +57,9 @@ extension AppError {
             return Problem(type: "unsupported-media-type", title: "Unsupported media type", status: status, detail: detail)
         case .unprocessable(let detail):
             return Problem(type: "unprocessable", title: "Unprocessable request", status: status, detail: detail)
+        case .unprocessableBecause(let code, let detail, let field):
+            return Problem(type: code, title: "Unprocessable request", status: status, detail: detail,
+                           errors: field.map { [FieldError($0, detail)] })
         case .throttled(let seconds):
             return Problem(type: "throttled", title: "Too many requests", status: status,
                            detail: "Try again in \(seconds) seconds")

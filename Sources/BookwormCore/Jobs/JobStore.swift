@@ -39,11 +39,15 @@ package struct JobStore: Sendable {
             """, logger: logger)
     }
 
-    /// Schedules a one-off job on the caller's transaction (a job that exists already keeps its row).
+    /// Schedules a one-off job on the caller's transaction. A queued job keeps its row and the
+    /// earlier time; a running one loses its lease (so finishing it cannot delete the row) and
+    /// runs again at `at`: what was scheduled during a run is never dropped.
     package func schedule(kind: String, key: String, at: Date, on connection: PostgresConnection) async throws {
         try await connection.query("""
             INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), \(at))
-            ON CONFLICT (kind, key) DO UPDATE SET run_at = least(jobs.run_at, excluded.run_at)
+            ON CONFLICT (kind, key) DO UPDATE
+            SET run_at = CASE WHEN jobs.lease_owner IS NULL THEN least(jobs.run_at, excluded.run_at) ELSE excluded.run_at END,
+                lease_owner = NULL, lease_until = NULL, attempts = 0
             """, logger: logger)
     }
 

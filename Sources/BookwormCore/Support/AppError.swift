@@ -47,6 +47,8 @@ package enum AppError: Error, Sendable, Equatable {
     case payloadTooLarge(limit: Int)
     case unsupportedMediaType(String)
     case unprocessable(String)
+    /// A 422 with its own problem type (`pin_required`), naming the field when there is one.
+    case unprocessableBecause(code: String, detail: String, field: String?)
     case throttled(retryAfterSeconds: Int)
     case overloaded(retryAfterSeconds: Int)
     case unavailable(String)

@@ -1,0 +1,139 @@
+import BookwormCore
+import Foundation
+import Logging
+import Mail
+import PostgresNIO
+
+/// `alerts.copy`: a copy became available (the `copies_queue_alerts` trigger queued this job in
+/// the same transaction). Wishes for its work are examined in batches, each batch one short
+/// transaction that writes its alerts and queues their mail, so a book wished by thousands
+/// never holds locks for long and a crash resumes without duplicates (an alert is unique per
+/// wish and copy, and only alerts actually written are mailed).
+package struct AlertFanOut: JobHandler {
+    package let kind = "alerts.copy"
+    package let recurringKey: String? = nil
+    let client: Database
+    let alerts: AlertsStore
+    let mail: AlertMail
+    let policy: WishPolicy
+    let clock: any AppClock
+    let logger: Logger
+
+    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
+        self.client = client
+        self.alerts = AlertsStore(client: client, logger: logger)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates,
+                              jobs: JobStore(client: client, logger: logger, clock: clock), policy: policy)
+        self.policy = policy
+        self.clock = clock
+        self.logger = logger
+    }
+
+    package func run(_ job: ClaimedJob) async throws -> JobOutcome {
+        guard let copy = UUID(uuidString: job.key) else { return .done }
+        var after: UUID?
+        repeat {
+            let start = after
+            after = try await client.transaction(logger: logger) { connection in
+                let now = clock.now()
+                let (last, written) = try await alerts.fanOut(copy: copy, after: start, limit: policy.fanOutBatch, now: now, on: connection)
+                if !written.isEmpty {
+                    try await mail.handle(try await alerts.details(written, on: connection), now: now, on: connection)
+                }
+                return last
+            }
+        } while after != nil
+        return .done
+    }
+}
+
+/// `alerts.digest`: one user's daily digest, listing every alert not mailed yet.
+package struct AlertDigest: JobHandler {
+    package let kind = AlertMail.digestKind
+    package let recurringKey: String? = nil
+    let client: Database
+    let alerts: AlertsStore
+    let mail: AlertMail
+    let clock: any AppClock
+    let logger: Logger
+
+    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
+        self.client = client
+        self.alerts = AlertsStore(client: client, logger: logger)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates,
+                              jobs: JobStore(client: client, logger: logger, clock: clock), policy: policy)
+        self.clock = clock
+        self.logger = logger
+    }
+
+    package func run(_ job: ClaimedJob) async throws -> JobOutcome {
+        guard let user = UUID(uuidString: job.key) else { return .done }
+        try await client.transaction(logger: logger) { connection in
+            let now = clock.now()
+            let pending = try await alerts.unmailed(user: user, on: connection)
+            let current = pending.filter(\.current).map(\.alert)
+            // Someone who switched to `off` (or never verified) gets nothing; the alerts are settled.
+            if let first = current.first, first.verified, first.preference != "off" {
+                try await mail.digest(current, on: connection)
+            }
+            try await alerts.markMailed(pending.map(\.alert.id), now: now, on: connection)
+        }
+        return .done
+    }
+}
+
+/// Alert mail, by each wisher's preference: `instant` queues one mail per wisher and fan-out
+/// batch now, `daily` schedules the wisher's digest at the next digest hour (at most one a day:
+/// one job row per user), `off` queues nothing. Unverified addresses get nothing.
+struct AlertMail: Sendable {
+    static let digestKind = "alerts.digest"
+    /// A digest lists this many alerts and counts the rest.
+    static let digestListed = 50
+
+    let alerts: AlertsStore
+    let outbox: OutboxStore
+    let templates: MailTemplates
+    let jobs: JobStore
+    let policy: WishPolicy
+
+    func handle(_ written: [NewAlert], now: Date, on connection: PostgresConnection) async throws {
+        var messages: [MailMessage] = []
+        var settled: [UUID] = []
+        for (user, theirs) in Dictionary(grouping: written, by: \.user) {
+            guard let first = theirs.first else { continue }
+            switch (first.preference, first.verified) {
+            case ("daily", true):
+                try await jobs.schedule(kind: Self.digestKind, key: user.uuidString, at: policy.nextDigest(after: now), on: connection)
+            case ("instant", true):
+                messages.append(instant(theirs))
+                settled += theirs.map(\.id)
+            default:
+                settled += theirs.map(\.id)
+            }
+        }
+        if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .alert, on: connection) }
+        try await alerts.markMailed(settled, now: now, on: connection)
+    }
+
+    private func instant(_ alerts: [NewAlert]) -> MailMessage {
+        let first = alerts[0]
+        let subject = alerts.count == 1 ? "\"\(first.title)\" is available near you" : "\(alerts.count) books you wish for are available near you"
+        return templates.notice(to: first.email, recipient: first.username, subject: subject,
+                                text: "A book you wish for is on offer near you:\n\n\(Self.lines(alerts))\n\nOpen Bookworm to ask for it.")
+    }
+
+    func digest(_ alerts: [NewAlert], on connection: PostgresConnection) async throws {
+        guard let first = alerts.first else { return }
+        let listed = Array(alerts.prefix(Self.digestListed))
+        var text = "Since your last digest, books you wish for came up near you:\n\n\(Self.lines(listed))"
+        if alerts.count > listed.count { text += "\n…and \(alerts.count - listed.count) more in the app." }
+        let subject = alerts.count == 1 ? "Your Bookworm digest: 1 book near you" : "Your Bookworm digest: \(alerts.count) books near you"
+        _ = try await outbox.enqueue(templates.notice(to: first.email, recipient: first.username, subject: subject, text: text),
+                                     kind: .alert, on: connection)
+    }
+
+    static func lines(_ alerts: [NewAlert]) -> String {
+        alerts.map { "- \"\($0.title)\", offered by \($0.owner), \(String(format: "%.1f", $0.distanceKm)) km away" }
+            .joined(separator: "\n")
+    }
+}

@@ -1,0 +1,185 @@
+import BookwormCore
+import Catalog
+import Foundation
+
+/// `POST /v1/me/wishes`: one of `book_id` or `isbn`, then where and how.
+package struct NewWishBody: StrictBody {
+    let bookId: String?
+    let isbn: String?
+    let anyEdition: Bool?
+    let radiusKm: Double?
+    let pinId: String?
+    let minCondition: String?
+
+    package enum CodingKeys: String, CodingKey, CaseIterable {
+        case isbn
+        case bookId = "book_id", anyEdition = "any_edition", radiusKm = "radius_km", pinId = "pin_id", minCondition = "min_condition"
+    }
+}
+
+/// Which book a wish names, before it is looked up.
+enum WishedBook: Sendable {
+    case id(UUID)
+    case isbn13(String)
+}
+
+/// A validated wish.
+struct NewWish: Sendable {
+    let book: WishedBook
+    let anyEdition: Bool
+    let radiusKm: Double
+    let pinID: UUID?
+    let minCondition: CopyCondition?
+}
+
+/// The limits on wishes and alerts (API.md, Shelf).
+package struct WishPolicy: Sendable {
+    package var maxWishesPerUser: Int
+    package var defaultRadiusKm: Double
+    package var maxRadiusKm: Double
+    /// The hour (UTC) daily digests go out at.
+    package var digestHour: Int
+    /// Wishes examined per fan-out transaction: a popular book's alerts are written in batches,
+    /// so no transaction holds locks for long.
+    package var fanOutBatch: Int
+
+    package init(maxWishesPerUser: Int = 200, defaultRadiusKm: Double = 25, maxRadiusKm: Double = 500,
+                 digestHour: Int = 8, fanOutBatch: Int = 1000) {
+        self.maxWishesPerUser = maxWishesPerUser
+        self.defaultRadiusKm = defaultRadiusKm
+        self.maxRadiusKm = maxRadiusKm
+        self.digestHour = digestHour
+        self.fanOutBatch = fanOutBatch
+    }
+
+    /// The first digest hour strictly after `now`: a user's digest runs at most once a day.
+    func nextDigest(after now: Date) -> Date {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC") ?? .gmt
+        let today = calendar.startOfDay(for: now).addingTimeInterval(TimeInterval(digestHour) * 3600)
+        return today > now ? today : today.addingTimeInterval(86400)
+    }
+}
+
+package struct WishView: Encodable, Sendable {
+    let id: UUID
+    let book: BookSummary
+    let anyEdition: Bool
+    let radiusKm: Double
+    let pinID: UUID?
+    let minCondition: String?
+    let createdAt: Date
+    let createdMicros: Int64
+
+    var cursor: Cursor { Cursor(micros: createdMicros, id: id) }
+
+    enum CodingKeys: String, CodingKey {
+        case id, book
+        case anyEdition = "any_edition", radiusKm = "radius_km", pinID = "pin_id", minCondition = "min_condition"
+        case createdAt = "created_at"
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id.apiString, forKey: .id)
+        try c.encode(book, forKey: .book)
+        try c.encode(anyEdition, forKey: .anyEdition)
+        try c.encode(radiusKm, forKey: .radiusKm)
+        try c.encode(pinID?.apiString, forKey: .pinID)
+        try c.encode(minCondition, forKey: .minCondition)
+        try c.encode(createdAt, forKey: .createdAt)
+    }
+}
+
+/// A copy that satisfied one of my wishes when it became available.
+package struct AlertView: Encodable, Sendable {
+    let id: UUID
+    let wish: WishView
+    let copy: CopyView
+    let distanceKm: Double
+    let createdAt: Date
+    let createdMicros: Int64
+
+    var cursor: Cursor { Cursor(micros: createdMicros, id: id) }
+
+    enum CodingKeys: String, CodingKey {
+        case id, wish, copy
+        case distanceKm = "distance_km", createdAt = "created_at"
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id.apiString, forKey: .id)
+        try c.encode(wish, forKey: .wish)
+        try c.encode(copy, forKey: .copy)
+        try c.encode((distanceKm * 100).rounded() / 100, forKey: .distanceKm)
+        try c.encode(createdAt, forKey: .createdAt)
+    }
+}
+
+/// Someone near me with whom books can go both ways.
+package struct MatchView: Encodable, Sendable {
+    let user: OwnerSummary
+    let distanceKm: Double
+    let theyHave: [CopyView]
+    let iHave: [CopyView]
+
+    enum CodingKeys: String, CodingKey {
+        case user
+        case distanceKm = "distance_km", theyHave = "they_have", iHave = "i_have"
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(user, forKey: .user)
+        try c.encode((distanceKm * 100).rounded() / 100, forKey: .distanceKm)
+        try c.encode(theyHave, forKey: .theyHave)
+        try c.encode(iHave, forKey: .iHave)
+    }
+}
+
+/// Field rules for wishes: 400 for the schema's, 422 for the rest.
+enum WishValidation {
+    static func wish(_ body: NewWishBody, policy: WishPolicy) throws -> NewWish {
+        var errors: [FieldError] = []
+        var book: WishedBook?
+        switch (body.bookId, body.isbn) {
+        case (let id?, nil):
+            if let uuid = UUID(uuidString: id) { book = .id(uuid) } else { errors.append(FieldError("book_id", "must be a UUID")) }
+        case (nil, let isbn?):
+            book = try collectFieldErrors(&errors) { .isbn13(try CatalogValidation.isbnFilter(isbn)) }
+        case (.some, .some):
+            errors.append(FieldError("book_id", "give either book_id or isbn, not both"))
+        case (nil, nil):
+            errors.append(FieldError("book_id", "book_id or isbn is required"))
+        }
+        let radius = body.radiusKm ?? policy.defaultRadiusKm
+        if !(radius > 0 && radius <= policy.maxRadiusKm) {
+            errors.append(FieldError("radius_km", "must be more than 0 and at most \(Int(policy.maxRadiusKm))"))
+        }
+        var pin: UUID?
+        if let raw = body.pinId {
+            pin = UUID(uuidString: raw)
+            if pin == nil { errors.append(FieldError("pin_id", "must be a UUID")) }
+        }
+        let condition = try collectFieldErrors(&errors) {
+            try body.minCondition.map { raw in
+                guard let value = CopyCondition(rawValue: raw) else {
+                    throw AppError.invalid("min_condition", "must be one of \(CopyCondition.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return value
+            }
+        } ?? nil
+        guard errors.isEmpty, let book else { throw AppError.validation(errors) }
+        return NewWish(book: book, anyEdition: body.anyEdition ?? true, radiusKm: radius, pinID: pin, minCondition: condition)
+    }
+
+    /// `?radius_km=` of the matches: the wish default and limit.
+    static func radius(_ raw: String?, policy: WishPolicy) throws -> Double {
+        guard let raw else { return policy.defaultRadiusKm }
+        guard let value = Double(raw), value.isFinite, value > 0, value <= policy.maxRadiusKm else {
+            throw AppError.invalid("radius_km", "must be a number more than 0 and at most \(Int(policy.maxRadiusKm))")
+        }
+        return value
+    }
+}
