@@ -163,7 +163,7 @@ struct UpdateMeBody: StrictBody {
     var displayName: FieldUpdate<String> = .unchanged
     var bio: FieldUpdate<String> = .unchanged
     /// `instant`, `daily` or `off`; checked by the route, which names the field.
-    var alerts: String?
+    var alerts: FieldUpdate<String> = .unchanged
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case bio, alerts
@@ -174,7 +174,7 @@ struct UpdateMeBody: StrictBody {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         displayName = try FieldUpdate(container, .displayName)
         bio = try FieldUpdate(container, .bio)
-        alerts = try container.decodeIfPresent(String.self, forKey: .alerts)
+        alerts = try FieldUpdate(container, .alerts)
     }
 }
 

@@ -1,11 +1,13 @@
+import Accounts
 import BookwormCore
 import Catalog
 import Foundation
 
-/// `POST /v1/me/wishes`: one of `book_id` or `isbn`, then where and how.
+/// `POST /v1/me/wishes`: one of `book_id` or `isbn`, then where and how. The book's keys may be
+/// left out but not sent as null; the other fields' null means their default.
 package struct NewWishBody: StrictBody {
-    let bookId: String?
-    let isbn: String?
+    let bookId: FieldUpdate<String>
+    let isbn: FieldUpdate<String>
     let anyEdition: Bool?
     let radiusKm: Double?
     let pinId: String?
@@ -14,6 +16,16 @@ package struct NewWishBody: StrictBody {
     package enum CodingKeys: String, CodingKey, CaseIterable {
         case isbn
         case bookId = "book_id", anyEdition = "any_edition", radiusKm = "radius_km", pinId = "pin_id", minCondition = "min_condition"
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        bookId = try FieldUpdate(container, .bookId)
+        isbn = try FieldUpdate(container, .isbn)
+        anyEdition = try container.decodeIfPresent(Bool.self, forKey: .anyEdition)
+        radiusKm = try container.decodeIfPresent(Double.self, forKey: .radiusKm)
+        pinId = try container.decodeIfPresent(String.self, forKey: .pinId)
+        minCondition = try container.decodeIfPresent(String.self, forKey: .minCondition)
     }
 }
 
@@ -144,13 +156,17 @@ enum WishValidation {
         var errors: [FieldError] = []
         var book: WishedBook?
         switch (body.bookId, body.isbn) {
-        case (let id?, nil):
+        case (.set(nil), _):
+            errors.append(FieldError("book_id", "must be a UUID, not null"))
+        case (_, .set(nil)):
+            errors.append(FieldError("isbn", "must be an ISBN, not null"))
+        case (.set(let id?), .unchanged):
             if let uuid = UUID(uuidString: id) { book = .id(uuid) } else { errors.append(FieldError("book_id", "must be a UUID")) }
-        case (nil, let isbn?):
+        case (.unchanged, .set(let isbn?)):
             book = try collectFieldErrors(&errors) { .isbn13(try CatalogValidation.isbnFilter(isbn)) }
-        case (.some, .some):
+        case (.set, .set):
             errors.append(FieldError("book_id", "give either book_id or isbn, not both"))
-        case (nil, nil):
+        case (.unchanged, .unchanged):
             errors.append(FieldError("book_id", "book_id or isbn is required"))
         }
         let radius = body.radiusKm ?? policy.defaultRadiusKm
