@@ -17,7 +17,7 @@ TEST_DATA_DIR ?= $(shell \
 VENV := $(CURDIR)/.bookworm/venv
 SCHEMATHESIS_VERSION := 4.32.5
 
-.PHONY: conformance-deps deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades seed stop-test-db clean
+.PHONY: conformance-deps deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -70,6 +70,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench outbox
 	$(SWIFT) run -c release --skip-build BookwormBench json
 	$(SWIFT) run -c release --skip-build BookwormBench trades
+	$(SWIFT) run -c release --skip-build BookwormBench shelf
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
@@ -91,6 +92,9 @@ bench-json: bench-build
 
 bench-trades: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench trades
+
+bench-shelf: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench shelf
 
 seed: deps
 	$(SWIFT) run bookworm seed

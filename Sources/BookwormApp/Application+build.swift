@@ -149,7 +149,7 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
     BlocksRoutes(blocks: blocks, users: users, block: { try await trades.block($0, by: $1) }).addRoutes(authenticated: authenticated)
     TradesRoutes(service: trades).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     ReadingsRoutes(service: ReadingsService(client: client, clock: config.clock, logger: logger))
-        .addRoutes(public: v1, authenticated: authenticated)
+        .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     ContactRoutes(service: ContactService(client: client, outbox: outbox, throttles: throttles, templates: templates,
                                           policy: config.contact, logger: logger))
         .addRoutes(authenticated: authenticated)

@@ -116,12 +116,16 @@ package struct Seeder: Sendable {
             let conditions = range.map { _ in SeedData.conditions.randomElement(using: &generator) ?? "good" }
             let statuses = range.map { _ in Int.random(in: 0..<10, using: &generator) == 0 ? "reserved" : "available" }
             let ages = range.map { index in Int64(count - index) * perCopy - Int64.random(in: 0..<max(perCopy, 1), using: &generator) }
-            try await client.query("""
-                INSERT INTO copies (owner_id, book_id, condition, status, created_at, updated_at)
-                SELECT owner, book, condition, status, now() - age * interval '1 microsecond', now() - age * interval '1 microsecond'
-                FROM unnest(\(ownerIDs)::uuid[], \(bookIDs)::uuid[], \(conditions)::text[], \(statuses)::text[], \(ages)::int8[])
-                     AS t(owner, book, condition, status, age)
-                """, logger: logger)
+            // Demo copies start no alert fan-out (see `copies_queue_alerts`): a million jobs for nothing.
+            try await client.transaction(logger: logger) { connection in
+                try await connection.query("SELECT set_config('bookworm.seeding', 'on', true)", logger: logger)
+                try await connection.query("""
+                    INSERT INTO copies (owner_id, book_id, condition, status, created_at, updated_at)
+                    SELECT owner, book, condition, status, now() - age * interval '1 microsecond', now() - age * interval '1 microsecond'
+                    FROM unnest(\(ownerIDs)::uuid[], \(bookIDs)::uuid[], \(conditions)::text[], \(statuses)::text[], \(ages)::int8[])
+                         AS t(owner, book, condition, status, age)
+                    """, logger: logger)
+            }
             progress.advance(to: range.upperBound)
         }
     }

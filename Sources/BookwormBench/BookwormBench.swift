@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self]
+                      TradesCommand.self, ShelfCommand.self]
     )
 }
 
@@ -110,5 +110,21 @@ struct TradesCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await TradesBenchmark(trades: trades, clients: clients, copies: copies, seconds: seconds, port: port).run()
+    }
+}
+
+struct ShelfCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "shelf",
+        abstract: "Matches p50/p99 (HTTP, and SQL vs the plain two-sided join); alert fan-out of a book wished by 10,000 users.")
+
+    @Option(help: "Wishes to seed over the existing users (only what is missing is added).") var wishes = 500_000
+    @Option(help: "Wishers of the popular book.") var wishers = 10_000
+    @Option(help: "Runs of each matches query.") var runs = 200
+    @Option(help: "Seconds for the HTTP phase.") var seconds = 10
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await ShelfBenchmark(wishes: wishes, wishers: wishers, runs: runs, seconds: seconds, port: port).run()
     }
 }

@@ -99,11 +99,12 @@ struct AlertMail: Sendable {
     func handle(_ written: [NewAlert], now: Date, on connection: PostgresConnection) async throws {
         var messages: [MailMessage] = []
         var settled: [UUID] = []
+        var digests: [String] = []
         for (user, theirs) in Dictionary(grouping: written, by: \.user) {
             guard let first = theirs.first else { continue }
             switch (first.preference, first.verified) {
             case ("daily", true):
-                try await jobs.schedule(kind: Self.digestKind, key: user.uuidString, at: policy.nextDigest(after: now), on: connection)
+                digests.append(user.uuidString)
             case ("instant", true):
                 messages.append(instant(theirs))
                 settled += theirs.map(\.id)
@@ -111,6 +112,7 @@ struct AlertMail: Sendable {
                 settled += theirs.map(\.id)
             }
         }
+        try await jobs.schedule(kind: Self.digestKind, keys: digests, at: policy.nextDigest(after: now), on: connection)
         if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .alert, on: connection) }
         try await alerts.markMailed(settled, now: now, on: connection)
     }

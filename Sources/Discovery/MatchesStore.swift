@@ -11,7 +11,7 @@ import PostgresNIO
 /// wishes are read against my own available copies. It never joins everyone's wishes with
 /// everyone's copies. Distances are from my default pin's public point to the public point each
 /// copy stands on.
-struct MatchesStore: Sendable {
+package struct MatchesStore: Sendable {
     let client: Database
     let logger: Logger
 
@@ -23,8 +23,11 @@ struct MatchesStore: Sendable {
         return nil
     }
 
-    /// $1 me, $2/$3 my public point, $4 radius, $5 limit, $6-$13 the bounding boxes (a prefilter).
-    /// Ranked by the smaller side (books that can go each way), then the total, then distance.
+    /// $1 me, $2/$3 my public point, $4 radius, $5 limit. Ranked by the smaller side (books that
+    /// can go each way), then the total, then distance. The pin of each candidate copy is looked
+    /// up by id (the `OFFSET 0` keeps that lookup per copy): a few hundred copies of the works I
+    /// want cost less than every pin of a city. `mine` is materialised so it is built once, not
+    /// once per partner.
     static let partnersSQL = """
         WITH my_wishes AS MATERIALIZED (
             SELECT w.work_key, w.book_id, w.any_edition, w.min_condition FROM wishes w WHERE w.user_id = $1
@@ -33,21 +36,22 @@ struct MatchesStore: Sendable {
             FROM copies c JOIN books b ON b.id = c.book_id
             WHERE c.owner_id = $1 AND c.status = 'available'
         ), they AS MATERIALIZED (
-            SELECT DISTINCT ON (c.id) c.id AS copy_id, c.owner_id,
-                   bookworm_distance_km($2, $3, p.public_latitude, p.public_longitude) AS distance
+            SELECT DISTINCT ON (c.id) c.id AS copy_id, c.owner_id, place.distance
             FROM my_wishes mw
             JOIN books b ON b.work_key = mw.work_key AND (mw.any_edition OR b.id = mw.book_id)
             JOIN copies c ON c.book_id = b.id AND c.status = 'available' AND c.owner_id <> $1
-            JOIN pins p ON p.id = \(AlertsStore.placeOf(copy: "c"))
+            CROSS JOIN LATERAL (
+                SELECT bookworm_distance_km($2, $3, p.public_latitude, p.public_longitude) AS distance
+                FROM pins p WHERE p.id = \(AlertsStore.placeOf(copy: "c")) OFFSET 0
+            ) place
             WHERE (mw.min_condition IS NULL OR bookworm_condition_rank(c.condition) >= bookworm_condition_rank(mw.min_condition))
-              AND \(RadiusBoxes.filter(firstParameter: 6))
-              AND bookworm_distance_km($2, $3, p.public_latitude, p.public_longitude) <= $4
+              AND place.distance <= $4
         ), partners AS MATERIALIZED (
             SELECT owner_id, min(distance) AS distance, array_agg(copy_id ORDER BY distance, copy_id) AS they_have
             FROM they
             WHERE \(BlocksStore.noBlockBetween("$1", "they.owner_id"))
             GROUP BY owner_id
-        ), mine AS (
+        ), mine AS MATERIALIZED (
             SELECT pt.owner_id, array_agg(DISTINCT mc.id) AS i_have
             FROM partners pt
             JOIN wishes w ON w.user_id = pt.owner_id AND w.work_key IN (SELECT work_key FROM my_copies)
@@ -62,13 +66,18 @@ struct MatchesStore: Sendable {
         LIMIT $5
         """
 
-    func partners(of user: UUID, origin: GeoPoint, radiusKm: Double, limit: Int) async throws -> [MatchView] {
-        let statement = SQLStatement(sql: Self.partnersSQL, values: [
+    /// Rows of (partner, distance, their copy ids nearest first, my copy ids).
+    package static func partnersStatement(of user: UUID, origin: GeoPoint, radiusKm: Double, limit: Int) -> SQLStatement {
+        SQLStatement(sql: partnersSQL, values: [
             .uuid(user), .double(origin.latitude), .double(origin.longitude), .double(radiusKm), .int(limit),
-        ] + RadiusBoxes.values(around: origin, radiusKm: radiusKm))
+        ])
+    }
+
+    func partners(of user: UUID, origin: GeoPoint, radiusKm: Double, limit: Int) async throws -> [MatchView] {
+        let statement = Self.partnersStatement(of: user, origin: origin, radiusKm: radiusKm, limit: limit)
         var found: [(UUID, Double, [UUID], [UUID])] = []
-        for try await row in try await client.query(statement.query, logger: logger).decode((UUID, Double, [UUID], [UUID]).self) {
-            found.append(row)
+        for row in try await client.execute(MatchesSQL(values: statement.values), logger: logger) {
+            found.append(try row.decode((UUID, Double, [UUID], [UUID]).self))
         }
         guard !found.isEmpty else { return [] }
         let copies = try await views(found.flatMap { $0.2 + $0.3 })
@@ -91,4 +100,10 @@ struct MatchesStore: Sendable {
         }
         return views
     }
+}
+
+/// `MatchesStore.partnersSQL`, prepared: planning it cost a fifth of running it.
+struct MatchesSQL: PreparedSQL {
+    static let sql = MatchesStore.partnersSQL
+    let values: [SQLValue]
 }

@@ -12,7 +12,7 @@ package struct ReadingsRoutes: Sendable {
         self.service = service
     }
 
-    package func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
+    package func addRoutes(optionallyAuthenticated group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
         authenticated.put("me/readings/:book_id", use: put)
         authenticated.post("me/readings", use: post)
         authenticated.get("me/readings", use: mine)
@@ -60,7 +60,8 @@ package struct ReadingsRoutes: Sendable {
 
     @Sendable func theirs(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
-        return try .json(try await service.of(username: username, state: try Self.state(request), page: PageRequest(request)), for: request)
+        return try .json(try await service.of(username: username, viewer: context.session?.user.id, state: try Self.state(request),
+                                              page: PageRequest(request)), for: request)
     }
 
     static func state(_ request: Request) throws -> ReadingState? {

@@ -18,6 +18,10 @@ import Testing
                 }
             }
             #expect(counts == [12, 30, 7000])
+            // Demo copies queue no alert fan-out.
+            for try await jobs in try await client.query("SELECT count(*)::int8 FROM jobs WHERE kind = 'alerts.copy'").decode(Int.self) {
+                #expect(jobs == 0)
+            }
             for try await isbn in try await client.query("SELECT isbn13 FROM books").decode(String.self) {
                 #expect((try? ISBN(isbn))?.isbn13 == isbn)
             }

@@ -44,6 +44,14 @@ import Testing
             #expect(try await app.request(.delete, "/v1/me/readings/\(book)", token: reader.token).status == .noContent)
             #expect(try await app.request(.delete, "/v1/me/readings/\(book)", token: reader.token).status == .notFound)
             #expect(try await app.request(.get, "/v1/users/nobody_here/readings").status == .notFound)
+
+            // Blocked either way, a signed-in viewer finds no such shelf; anonymous readers still do.
+            let reread = try await app.request(.post, "/v1/me/readings", json: ["isbn": "9783000000010", "state": "finished"],
+                                               token: reader.token)
+            #expect(reread.status == .created)
+            #expect(try await app.request(.put, "/v1/users/\(other.username)/block", token: reader.token).status == .noContent)
+            #expect(try await app.request(.get, "/v1/users/\(reader.username)/readings", token: other.token).status == .notFound)
+            #expect(try await app.request(.get, "/v1/users/\(reader.username)/readings").status == .ok)
         }
     }
 

@@ -51,6 +51,17 @@ package struct JobStore: Sendable {
             """, logger: logger)
     }
 
+    /// The same for many keys in one statement (a fan-out schedules thousands of digests).
+    package func schedule(kind: String, keys: [String], at: Date, on connection: PostgresConnection) async throws {
+        guard !keys.isEmpty else { return }
+        try await connection.query("""
+            INSERT INTO jobs (kind, key, run_at) SELECT \(kind), key, \(at) FROM unnest(\(keys)::text[]) AS t(key)
+            ON CONFLICT (kind, key) DO UPDATE
+            SET run_at = CASE WHEN jobs.lease_owner IS NULL THEN least(jobs.run_at, excluded.run_at) ELSE excluded.run_at END,
+                lease_owner = NULL, lease_until = NULL, attempts = 0
+            """, logger: logger)
+    }
+
     func claim(kinds: [String], worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedJob] {
         let now = clock.now()
         let rows = try await client.query("""

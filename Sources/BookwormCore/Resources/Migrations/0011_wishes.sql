@@ -54,9 +54,13 @@ CREATE INDEX alerts_unmailed_idx ON alerts (user_id) WHERE mailed_at IS NULL;
 -- returned from a loan, given to a new owner) queues its fan-out in the same transaction, so no
 -- code path can forget it and a crash cannot lose it. A job already queued (or running) for the
 -- copy is made due again and loses its lease, so a change during a run is never dropped. Due at
--- '-infinity': at once on any worker's clock (tests run theirs apart from the wall clock).
+-- '-infinity': at once on any worker's clock (tests run theirs apart from the wall clock). Bulk
+-- demo data (`bookworm seed`) sets `bookworm.seeding` for its transaction and queues nothing.
 CREATE FUNCTION copies_queue_alerts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('bookworm.seeding', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
     IF NEW.status = 'available' AND (TG_OP = 'INSERT' OR OLD.status <> 'available' OR OLD.owner_id <> NEW.owner_id) THEN
         INSERT INTO jobs (kind, key, run_at) VALUES ('alerts.copy', NEW.id::text, '-infinity')
         ON CONFLICT (kind, key) DO UPDATE
