@@ -22,8 +22,7 @@ package struct AlertFanOut: JobHandler {
     package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
         self.client = client
         self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates,
-                              jobs: JobStore(client: client, logger: logger, clock: clock), policy: policy)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
         self.policy = policy
         self.clock = clock
         self.logger = logger
@@ -36,10 +35,9 @@ package struct AlertFanOut: JobHandler {
             let start = after
             after = try await client.transaction(logger: logger) { connection in
                 let now = clock.now()
-                let (last, written) = try await alerts.fanOut(copy: copy, after: start, limit: policy.fanOutBatch, now: now, on: connection)
-                if !written.isEmpty {
-                    try await mail.handle(try await alerts.details(written, on: connection), now: now, on: connection)
-                }
+                guard let offered = try await alerts.offer(copy, on: connection) else { return nil }
+                let (last, written) = try await alerts.fanOut(offered, after: start, limit: policy.fanOutBatch, now: now, on: connection)
+                if !written.isEmpty { try await mail.handle(written, now: now, on: connection) }
                 return last
             }
         } while after != nil
@@ -47,64 +45,73 @@ package struct AlertFanOut: JobHandler {
     }
 }
 
-/// `alerts.digest`: one user's daily digest, listing every alert not mailed yet.
+/// `alerts.digest`: once a day at the digest hour, every user with alerts not mailed yet (those
+/// whose preference is `daily`) gets one mail listing them all, one transaction per user. The
+/// job row is leased to one runner at a time, so no two digests of one day go out.
 package struct AlertDigest: JobHandler {
-    package let kind = AlertMail.digestKind
-    package let recurringKey: String? = nil
+    package let kind = "alerts.digest"
+    package let recurringKey: String? = "daily"
     let client: Database
     let alerts: AlertsStore
     let mail: AlertMail
+    let policy: WishPolicy
     let clock: any AppClock
     let logger: Logger
 
     package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
         self.client = client
         self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates,
-                              jobs: JobStore(client: client, logger: logger, clock: clock), policy: policy)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
+        self.policy = policy
         self.clock = clock
         self.logger = logger
     }
 
+    package func firstRun(after now: Date) -> Date { policy.nextDigest(after: now) }
+
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
-        guard let user = UUID(uuidString: job.key) else { return .done }
+        var after: UUID?
+        while true {
+            let users = try await alerts.usersAwaitingDigest(after: after, limit: 500)
+            guard let last = users.last else { break }
+            for user in users { try await digest(user) }
+            after = last
+        }
+        return .again(at: policy.nextDigest(after: clock.now()))
+    }
+
+    private func digest(_ user: UUID) async throws {
         try await client.transaction(logger: logger) { connection in
-            let now = clock.now()
             let pending = try await alerts.unmailed(user: user, on: connection)
             let current = pending.filter(\.current).map(\.alert)
             // Someone who switched to `off` (or never verified) gets nothing; the alerts are settled.
             if let first = current.first, first.verified, first.preference != "off" {
                 try await mail.digest(current, on: connection)
             }
-            try await alerts.markMailed(pending.map(\.alert.id), now: now, on: connection)
+            try await alerts.markMailed(pending.map(\.alert.id), now: clock.now(), on: connection)
         }
-        return .done
     }
 }
 
 /// Alert mail, by each wisher's preference: `instant` queues one mail per wisher and fan-out
-/// batch now, `daily` schedules the wisher's digest at the next digest hour (at most one a day:
-/// one job row per user), `off` queues nothing. Unverified addresses get nothing.
+/// batch now, `daily` leaves the alerts for the day's digest, `off` queues nothing. Unverified
+/// addresses get nothing.
 struct AlertMail: Sendable {
-    static let digestKind = "alerts.digest"
     /// A digest lists this many alerts and counts the rest.
     static let digestListed = 50
 
     let alerts: AlertsStore
     let outbox: OutboxStore
     let templates: MailTemplates
-    let jobs: JobStore
-    let policy: WishPolicy
 
     func handle(_ written: [NewAlert], now: Date, on connection: PostgresConnection) async throws {
         var messages: [MailMessage] = []
         var settled: [UUID] = []
-        var digests: [String] = []
-        for (user, theirs) in Dictionary(grouping: written, by: \.user) {
+        for theirs in Dictionary(grouping: written, by: \.user).values {
             guard let first = theirs.first else { continue }
             switch (first.preference, first.verified) {
             case ("daily", true):
-                digests.append(user.uuidString)
+                continue
             case ("instant", true):
                 messages.append(instant(theirs))
                 settled += theirs.map(\.id)
@@ -112,7 +119,6 @@ struct AlertMail: Sendable {
                 settled += theirs.map(\.id)
             }
         }
-        try await jobs.schedule(kind: Self.digestKind, keys: digests, at: policy.nextDigest(after: now), on: connection)
         if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .alert, on: connection) }
         try await alerts.markMailed(settled, now: now, on: connection)
     }

@@ -3,7 +3,20 @@ import BookwormCore
 import Catalog
 import Foundation
 import Logging
+import Places
 import PostgresNIO
+
+/// A copy on offer, as the fan-out sees it.
+struct OfferedCopy: Sendable {
+    let id: UUID
+    let owner: UUID
+    let ownerName: String
+    let title: String
+    let book: UUID
+    let condition: String
+    let workKey: String
+    let place: GeoPoint
+}
 
 /// An alert just written, with what its mail needs.
 struct NewAlert: Sendable {
@@ -32,68 +45,81 @@ struct AlertsStore: Sendable {
     /// The pin a wish is measured from: its own, else the wisher's default pin.
     static let placeOfWish = "coalesce(w.pin_id, (SELECT d.id FROM pins d WHERE d.owner_id = w.user_id AND d.is_default))"
 
-    /// One batch of the fan-out for a copy: the next `limit` wishes for its work after `after`
-    /// (by id), of which those it satisfies get an alert. Public points only, both ends. Returns
-    /// the last wish id examined (nil: no wishes left, or the copy is not available any more) and
-    /// the alerts written; an alert that exists already is not written again.
-    func fanOut(copy: UUID, after: UUID?, limit: Int, now: Date, on connection: PostgresConnection) async throws -> (UUID?, [UUID]) {
+    /// What the fan-out needs of a copy, read at the start of each batch; nil once the copy is
+    /// not available any more (its next availability queues the job again).
+    func offer(_ copy: UUID, on connection: PostgresConnection) async throws -> OfferedCopy? {
         let rows = try await connection.query("""
-            WITH copy AS MATERIALIZED (
-                SELECT c.id, c.owner_id, c.book_id, c.condition, b.work_key, p.public_latitude AS lat, p.public_longitude AS lon
-                FROM copies c JOIN books b ON b.id = c.book_id JOIN pins p ON p.id = \(unescaped: Self.placeOf(copy: "c"))
-                WHERE c.id = \(copy) AND c.status = 'available'
-            ), batch AS MATERIALIZED (
-                SELECT w.* FROM copy JOIN wishes w ON w.work_key = copy.work_key
-                WHERE \(after)::uuid IS NULL OR w.id > \(after)
+            SELECT c.owner_id, o.username, b.title, c.book_id, c.condition, b.work_key, p.public_latitude, p.public_longitude
+            FROM copies c JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
+                 JOIN pins p ON p.id = \(unescaped: Self.placeOf(copy: "c"))
+            WHERE c.id = \(copy) AND c.status = 'available'
+            """, logger: logger)
+        for try await row in rows.decode((UUID, String, String, UUID, String, String, Double, Double).self) {
+            return OfferedCopy(id: copy, owner: row.0, ownerName: row.1, title: row.2, book: row.3, condition: row.4, workKey: row.5,
+                               place: GeoPoint(latitude: row.6, longitude: row.7))
+        }
+        return nil
+    }
+
+    /// One batch of the fan-out: the next `limit` wishes for the copy's work after `after` (by
+    /// id, so each batch is one range of the work's index, planned for this work's size), of
+    /// which those the copy satisfies get an alert. Public points only, both ends. Returns the
+    /// last wish id examined (nil: none left) and the alerts written, with their wishers' mail
+    /// details; an alert that exists already is not written again.
+    func fanOut(_ copy: OfferedCopy, after: UUID?, limit: Int, now: Date, on connection: PostgresConnection) async throws -> (UUID?, [NewAlert]) {
+        let start = after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        let rows = try await connection.query("""
+            WITH batch AS MATERIALIZED (
+                SELECT w.id, w.user_id, w.book_id, w.any_edition, w.radius_km, w.pin_id, w.min_condition
+                FROM wishes w WHERE w.work_key = \(copy.workKey) AND w.id > \(start)
                 ORDER BY w.id LIMIT \(limit)
             ), matched AS (
                 SELECT w.id AS wish_id, w.user_id, w.radius_km,
-                       bookworm_distance_km(copy.lat, copy.lon, wp.public_latitude, wp.public_longitude) AS distance
-                FROM batch w CROSS JOIN copy JOIN pins wp ON wp.id = \(unescaped: Self.placeOfWish)
-                WHERE (w.any_edition OR w.book_id = copy.book_id)
-                  AND w.user_id <> copy.owner_id
+                       bookworm_distance_km(\(copy.place.latitude), \(copy.place.longitude), wp.public_latitude, wp.public_longitude) AS distance
+                FROM batch w JOIN pins wp ON wp.id = \(unescaped: Self.placeOfWish)
+                WHERE (w.any_edition OR w.book_id = \(copy.book))
+                  AND w.user_id <> \(copy.owner)
                   AND (w.min_condition IS NULL
-                       OR bookworm_condition_rank(copy.condition) >= bookworm_condition_rank(w.min_condition))
-                  AND \(unescaped: BlocksStore.noBlockBetween("w.user_id", "copy.owner_id"))
+                       OR bookworm_condition_rank(\(copy.condition)) >= bookworm_condition_rank(w.min_condition))
+                  AND NOT EXISTS (SELECT 1 FROM blocks bl
+                                  WHERE (bl.blocker_id = w.user_id AND bl.blocked_id = \(copy.owner))
+                                     OR (bl.blocker_id = \(copy.owner) AND bl.blocked_id = w.user_id))
             ), inserted AS (
                 INSERT INTO alerts (wish_id, copy_id, user_id, distance_km, created_at)
-                SELECT matched.wish_id, copy.id, matched.user_id, matched.distance, \(now)
-                FROM matched CROSS JOIN copy WHERE matched.distance <= matched.radius_km
+                SELECT wish_id, \(copy.id), user_id, distance, \(now) FROM matched WHERE distance <= radius_km
                 ON CONFLICT (wish_id, copy_id) DO NOTHING
-                RETURNING id
+                RETURNING id, user_id, distance_km
             )
-            SELECT last.id, inserted.id
-            FROM (SELECT id FROM batch ORDER BY id DESC LIMIT 1) last LEFT JOIN inserted ON true
+            SELECT last.id, i.id, u.id, u.alerts, u.email, u.username, u.email_verified_at IS NOT NULL, i.distance_km
+            FROM (SELECT id FROM batch ORDER BY id DESC LIMIT 1) last
+                 LEFT JOIN (inserted i JOIN users u ON u.id = i.user_id) ON true
             """, logger: logger)
         var last: UUID?
-        var written: [UUID] = []
-        for try await (batchEnd, alert) in rows.decode((UUID, UUID?).self) {
-            last = batchEnd
-            if let alert { written.append(alert) }
+        var written: [NewAlert] = []
+        for try await row in rows.decode((UUID, UUID?, UUID?, String?, String?, String?, Bool?, Double?).self) {
+            last = row.0
+            if let id = row.1, let user = row.2, let preference = row.3, let email = row.4, let username = row.5 {
+                written.append(NewAlert(id: id, user: user, preference: preference, email: email, username: username,
+                                        verified: row.6 ?? false, title: copy.title, owner: copy.ownerName, distanceKm: row.7 ?? 0))
+            }
         }
         return (last, written)
-    }
-
-    /// The alerts with their wisher's preference and address, for mailing.
-    func details(_ alerts: [UUID], on connection: PostgresConnection) async throws -> [NewAlert] {
-        let rows = try await connection.query("""
-            SELECT a.id, u.id, u.alerts, u.email, u.username, u.email_verified_at IS NOT NULL, b.title, o.username, a.distance_km
-            FROM alerts a JOIN users u ON u.id = a.user_id JOIN copies c ON c.id = a.copy_id
-                 JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
-            WHERE a.id = ANY(\(alerts))
-            ORDER BY a.user_id, b.title
-            """, logger: logger)
-        var found: [NewAlert] = []
-        for try await row in rows.decode((UUID, UUID, String, String, String, Bool, String, String, Double).self) {
-            found.append(NewAlert(id: row.0, user: row.1, preference: row.2, email: row.3, username: row.4, verified: row.5,
-                                  title: row.6, owner: row.7, distanceKm: row.8))
-        }
-        return found
     }
 
     func markMailed(_ alerts: [UUID], now: Date, on connection: PostgresConnection) async throws {
         guard !alerts.isEmpty else { return }
         try await connection.query("UPDATE alerts SET mailed_at = \(now) WHERE id = ANY(\(alerts))", logger: logger)
+    }
+
+    /// Users with alerts not mailed yet, after `after` (by id), for the daily digest.
+    func usersAwaitingDigest(after: UUID?, limit: Int) async throws -> [UUID] {
+        let start = after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        let rows = try await client.query("""
+            SELECT DISTINCT user_id FROM alerts WHERE mailed_at IS NULL AND user_id > \(start) ORDER BY user_id LIMIT \(limit)
+            """, logger: logger)
+        var users: [UUID] = []
+        for try await user in rows.decode(UUID.self) { users.append(user) }
+        return users
     }
 
     /// A user's alerts not mailed yet, locked for the digest, oldest first. Those whose copy went

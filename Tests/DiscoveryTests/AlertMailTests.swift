@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
@@ -47,26 +46,6 @@ import Testing
             mails = try await app.alertMails()
             #expect(mails.count == 2)
             #expect(mails.last?.content.contains("Ulysses") == true && mails.last?.content.contains("Dune") == false)
-        }
-    }
-
-    @Test func aDigestScheduledWhileTheLastOneRunsIsNotLost() async throws {
-        try await withApp { app in
-            let store = JobStore(client: app.db, logger: Logger(label: "test-jobs"), clock: app.clock)
-            let worker = UUID()
-            try await app.db.withConnection { try await store.schedule(kind: "alerts.digest", key: "u1", at: app.clock.now(), on: $0) }
-            let claimed = try await store.claim(kinds: ["alerts.digest"], worker: worker, batch: 10, lease: 60)
-            #expect(claimed.count == 1)
-            // A new alert schedules tomorrow's digest while this one runs; finishing must not delete it.
-            let tomorrow = app.clock.now().addingTimeInterval(86400)
-            try await app.db.withConnection { try await store.schedule(kind: "alerts.digest", keys: ["u1"], at: tomorrow, on: $0) }
-            try await store.finish(claimed[0], worker: worker, outcome: .done)
-            let rows = try await app.db.query("SELECT run_at, lease_owner FROM jobs WHERE kind = 'alerts.digest' AND key = 'u1'")
-            var found: [(Date, UUID?)] = []
-            for try await row in rows.decode((Date, UUID?).self) { found.append(row) }
-            #expect(found.count == 1)
-            #expect(found.first.map { abs($0.0.timeIntervalSince(tomorrow)) < 0.001 } == true)
-            #expect(found.first?.1 == nil)
         }
     }
 

@@ -10,7 +10,13 @@ package protocol JobHandler: Sendable {
     var kind: String { get }
     /// A recurring job has one row under this key, created at start-up; nil for one-off jobs.
     var recurringKey: String? { get }
+    /// When a recurring job first runs, once its row is made.
+    func firstRun(after now: Date) -> Date
     func run(_ job: ClaimedJob) async throws -> JobOutcome
+}
+
+extension JobHandler {
+    package func firstRun(after now: Date) -> Date { now }
 }
 
 /// Runs due jobs of the kinds it has handlers for. Several runners (in one process or many)
@@ -63,7 +69,9 @@ package struct JobRunner: Service {
     /// Creates the rows of recurring jobs that do not exist yet.
     package func prepare() async throws {
         for handler in handlers.values {
-            if let key = handler.recurringKey { try await store.ensure(kind: handler.kind, key: key) }
+            if let key = handler.recurringKey {
+                try await store.ensure(kind: handler.kind, key: key, at: handler.firstRun(after: clock.now()))
+            }
         }
     }
 

@@ -31,34 +31,11 @@ package struct JobStore: Sendable {
         self.clock = clock
     }
 
-    /// Makes sure a recurring job exists (first run now); an existing row keeps its schedule.
-    package func ensure(kind: String, key: String) async throws {
+    /// Makes sure a recurring job exists (first run at `at`); an existing row keeps its schedule.
+    package func ensure(kind: String, key: String, at: Date) async throws {
         try await client.query("""
-            INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), \(clock.now()))
-            ON CONFLICT (kind, key) DO NOTHING
-            """, logger: logger)
-    }
-
-    /// Schedules a one-off job on the caller's transaction. A queued job keeps its row and the
-    /// earlier time; a running one loses its lease (so finishing it cannot delete the row) and
-    /// runs again at `at`: what was scheduled during a run is never dropped.
-    package func schedule(kind: String, key: String, at: Date, on connection: PostgresConnection) async throws {
-        try await connection.query("""
             INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), \(at))
-            ON CONFLICT (kind, key) DO UPDATE
-            SET run_at = CASE WHEN jobs.lease_owner IS NULL THEN least(jobs.run_at, excluded.run_at) ELSE excluded.run_at END,
-                lease_owner = NULL, lease_until = NULL, attempts = 0
-            """, logger: logger)
-    }
-
-    /// The same for many keys in one statement (a fan-out schedules thousands of digests).
-    package func schedule(kind: String, keys: [String], at: Date, on connection: PostgresConnection) async throws {
-        guard !keys.isEmpty else { return }
-        try await connection.query("""
-            INSERT INTO jobs (kind, key, run_at) SELECT \(kind), key, \(at) FROM unnest(\(keys)::text[]) AS t(key)
-            ON CONFLICT (kind, key) DO UPDATE
-            SET run_at = CASE WHEN jobs.lease_owner IS NULL THEN least(jobs.run_at, excluded.run_at) ELSE excluded.run_at END,
-                lease_owner = NULL, lease_until = NULL, attempts = 0
+            ON CONFLICT (kind, key) DO NOTHING
             """, logger: logger)
     }
 
