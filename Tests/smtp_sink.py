@@ -67,9 +67,17 @@ def free_port():
 def main():
     folder = sys.argv[1]
     os.makedirs(folder, exist_ok=True)
-    port = free_port()
-    controller = Controller(Sink(folder), hostname="127.0.0.1", port=port, data_size_limit=10 * 1024 * 1024)
-    controller.start()
+    # A free port can be taken by another process before we bind it (tests start many
+    # servers at once): try a few.
+    for attempt in range(20):
+        port = free_port()
+        controller = Controller(Sink(folder), hostname="127.0.0.1", port=port, data_size_limit=10 * 1024 * 1024)
+        try:
+            controller.start()
+            break
+        except OSError:
+            if attempt == 19:
+                raise
     with open(os.path.join(folder, "port.tmp"), "w") as handle:
         handle.write(str(port))
     os.rename(os.path.join(folder, "port.tmp"), os.path.join(folder, "port"))

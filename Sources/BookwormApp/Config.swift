@@ -32,6 +32,8 @@ package struct Config: Sendable {
     /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
     package var trustForwardedFor: Bool
     package var logLevel: String
+    /// `text` (human-readable, the default) or `json` (one object a line) (`BOOKWORM_LOG_FORMAT`).
+    package var logFormat: LogFormat = .text
     /// Apply pending migrations before serving (`serve --migrate`; always for the embedded default).
     package var migrateOnStart: Bool = false
     /// What every expiry, window, lease and pause is measured on; tests put a manual clock here.
@@ -122,7 +124,17 @@ package struct Config: Sendable {
         )
         config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
+        if let format = reader.string("BOOKWORM_LOG_FORMAT") {
+            guard let parsed = LogFormat(rawValue: format) else {
+                throw ConfigError(variable: "BOOKWORM_LOG_FORMAT", message: "expected text or json, got '\(format)'")
+            }
+            config.logFormat = parsed
+        }
         return config
     }
 }
 
+/// How the server writes its log lines.
+package enum LogFormat: String, Sendable {
+    case text, json
+}

@@ -1,6 +1,7 @@
 import ArgumentParser
 
 import BookwormApp
+import BookwormCore
 import Foundation
 import Logging
 
@@ -10,7 +11,7 @@ struct BookwormCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookworm",
         abstract: "The Bookworm book-exchange backend.",
-        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Seed.self, Trades.self],
+        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Seed.self, Trades.self, Health.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -111,7 +112,9 @@ struct Seed: AsyncParsableCommand {
 func loadConfig() throws -> Config {
     let config = try Config.fromEnvironment()
     let level = Logger.Level(rawValue: config.logLevel) ?? .info
+    let json = config.logFormat == .json
     LoggingSystem.bootstrap { label in
+        if json { return JSONLogHandler(label: label, level: level) }
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = level
         return handler
@@ -130,5 +133,19 @@ struct Trades: AsyncParsableCommand {
 
     func run() async throws {
         print(tradeTransitionTable())
+    }
+}
+
+/// `bookworm health`: the container's health check. The runtime image has no curl, so the binary
+/// asks its own server: exit 0 when `GET /health/ready` on this machine answers 200 within 3 s.
+struct Health: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Exit 0 if the server on this machine is ready (GET /health/ready answers 200), else 1.")
+
+    @Option(help: "Port to ask (default: BOOKWORM_PORT, else 8080).") var port: Int?
+
+    func run() throws {
+        let port = self.port ?? ProcessInfo.processInfo.environment["BOOKWORM_PORT"].flatMap { Int($0) } ?? 8080
+        guard (1...65535).contains(port), HealthProbe.ready(port: port) else { throw ExitCode(1) }
     }
 }

@@ -43,7 +43,8 @@ final class SMTPSink: @unchecked Sendable {
         }
         kill(pid, SIGKILL)
         ChildProcess.wait(pid)
-        throw TestFailure("the SMTP sink did not start (is python3-aiosmtpd installed? run `make deps`)")
+        let log = (try? String(contentsOfFile: folder + "/sink.log", encoding: .utf8)) ?? ""
+        throw TestFailure("the SMTP sink did not start (is python3-aiosmtpd installed? run `make deps`): \(log.suffix(1500))")
     }
 
     func stop() {

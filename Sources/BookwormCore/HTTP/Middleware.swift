@@ -56,9 +56,10 @@ package struct AccessLogMiddleware: RouterMiddleware {
         logger.info("request", metadata: [
             "request_id": .string(context.requestID),
             "method": .string(request.method.rawValue),
+            "route": .string(context.endpointPath ?? "-"),
             "path": .string(request.uri.path),
             "status": .stringConvertible(response.status.code),
-            "duration_ms": .string(String(format: "%.2f", millis)),
+            "duration_ms": .stringConvertible((millis * 100).rounded() / 100),
             "client": .string(context.remoteAddress ?? "-"),
         ])
         return response
