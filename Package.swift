@@ -8,6 +8,7 @@ let common: [Target.Dependency] = [
     .product(name: "Logging", package: "swift-log"),
     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     .product(name: "HTTPTypes", package: "swift-http-types"),
+    .product(name: "Metrics", package: "swift-metrics"),
 ]
 
 let rooms: [Target.Dependency] = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp"]
@@ -33,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -56,6 +59,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
@@ -70,7 +74,10 @@ let package = Package(
         .target(name: "Exchange", dependencies: ["BookwormCore", "Mail", "Accounts", "Catalog", "Discovery"] + common),
         .target(
             name: "BookwormApp",
-            dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common
+            dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common + [
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
         ),
         .executableTarget(
             name: "bookworm",

@@ -1,6 +1,7 @@
 import BookwormCore
 import CSodium
 import Foundation
+import Metrics
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
@@ -43,6 +44,11 @@ package final class PasswordHasher: Service, Sendable {
     /// Computations running at this moment, and the most that ever ran at once.
     private let running = Mutex((now: 0, peak: 0))
     var peakConcurrency: Int { running.withLock { $0.peak } }
+    /// For `/metrics`: requests waiting for a hashing slot, and hashes running.
+    package var load: (waiting: Int, running: Int) {
+        let running = running.withLock { $0.now }
+        return (max(0, admitted.withLock { $0 } - running), running)
+    }
     /// A hash of a random password, verified against when the account does not exist so that
     /// an unknown login costs the same time as a wrong password.
     private let dummyHash: String
@@ -85,7 +91,10 @@ package final class PasswordHasher: Service, Sendable {
             count += 1
             return true
         }
-        guard accepted else { throw AppError.overloaded(retryAfterSeconds: 1) }
+        guard accepted else {
+            Counter(label: "bookworm_hash_shed_total").increment()
+            throw AppError.overloaded(retryAfterSeconds: 1)
+        }
         defer { admitted.withLock { $0 -= 1 } }
         return try await pool.runIfActive {
             HashingThread.lowerPriorityOnce()

@@ -53,6 +53,10 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     let parts = try makeRouter(config: config, client: database, hasher: hasher, migrator: migrator, logger: logger)
     parts.router.addMethodNotAllowedResponders()
     services += [client, hasher] + parts.services
+    if let port = config.metricsPort {
+        services.append(metricsService(host: config.metricsHost, port: port,
+                                       scrape: MetricsScrape(database: database, hasher: hasher, logger: logger), logger: logger))
+    }
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
         let workerPool = PostgresClient(configuration: settings.clientConfiguration(
@@ -129,6 +133,8 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
     router.add(middleware: AccessLogMiddleware(logger: logger))
+    // Requests by route template, method and status, and their durations (a no-op without a metrics port).
+    if config.metricsPort != nil { router.add(middleware: MetricsMiddleware()) }
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: InputSanityMiddleware())
     SystemRoutes(client: client, migrator: migrator, logger: logger,

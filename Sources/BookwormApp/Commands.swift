@@ -47,6 +47,10 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     let worker = OutboxWorker(client: Database(client: client, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                               policy: config.mail.outbox, logger: logger, clock: config.clock)
     let jobs = backgroundJobs(client: Database(client: client, deadlines: config.databaseDeadlines), config: config, logger: logger)
+    if let port = config.metricsPort {
+        let scrape = MetricsScrape(database: Database(client: client, deadlines: config.databaseDeadlines), hasher: nil, logger: logger)
+        services.append(metricsService(host: config.metricsHost, port: port, scrape: scrape, logger: logger))
+    }
     let group = ServiceGroup(configuration: .init(services: services + [client, worker, jobs], gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))
     try await group.run()

@@ -34,6 +34,9 @@ package struct Config: Sendable {
     package var logLevel: String
     /// `text` (human-readable, the default) or `json` (one object a line) (`BOOKWORM_LOG_FORMAT`).
     package var logFormat: LogFormat = .text
+    /// `/metrics` listener (`BOOKWORM_METRICS_HOST`, `BOOKWORM_METRICS_PORT`); off without a port.
+    package var metricsHost = "127.0.0.1"
+    package var metricsPort: Int?
     /// Apply pending migrations before serving (`serve --migrate`; always for the embedded default).
     package var migrateOnStart: Bool = false
     /// What every expiry, window, lease and pause is measured on; tests put a manual clock here.
@@ -124,6 +127,8 @@ package struct Config: Sendable {
         )
         config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
+        config.metricsHost = reader.string("BOOKWORM_METRICS_HOST") ?? defaults.metricsHost
+        config.metricsPort = try reader.int("BOOKWORM_METRICS_PORT", range: 1...65535)
         if let format = reader.string("BOOKWORM_LOG_FORMAT") {
             guard let parsed = LogFormat(rawValue: format) else {
                 throw ConfigError(variable: "BOOKWORM_LOG_FORMAT", message: "expected text or json, got '\(format)'")

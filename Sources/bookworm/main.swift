@@ -119,6 +119,8 @@ func loadConfig() throws -> Config {
         handler.logLevel = level
         return handler
     }
+    // Before anything makes a metric: requests, jobs and the hashing queue count from the start.
+    if config.metricsPort != nil { AppMetrics.bootstrap() }
     return config
 }
 

@@ -35,10 +35,13 @@ package struct DatabaseDeadlineExceeded: Error, CustomStringConvertible {
 package struct Database: Sendable {
     package let client: PostgresClient
     package let deadlines: DatabaseDeadlines
+    /// Connections in use and callers waiting, for `/metrics`.
+    package let usage: PoolUsage
 
-    package init(client: PostgresClient, deadlines: DatabaseDeadlines = .init()) {
+    package init(client: PostgresClient, deadlines: DatabaseDeadlines = .init(), usage: PoolUsage = PoolUsage()) {
         self.client = client
         self.deadlines = deadlines
+        self.usage = usage
     }
 
     /// Admin work (migrations, seeding, `VACUUM`): no statement deadline to speak of.
@@ -70,9 +73,13 @@ package struct Database: Sendable {
     }
 
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await withDeadlines { leased in
+        let ticket = PoolUsage.Ticket(usage)
+        defer { ticket.done() }
+        return try await withDeadlines { leased in
             try await client.withConnection { connection in
                 leased()
+                ticket.leased()
+                defer { ticket.released() }
                 return try await body(connection)
             }
         }
@@ -83,10 +90,14 @@ package struct Database: Sendable {
     package func transaction<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T)
         async throws -> T
     {
-        try await withDeadlines { leased in
+        let ticket = PoolUsage.Ticket(usage)
+        defer { ticket.done() }
+        return try await withDeadlines { leased in
             do {
                 return try await client.withTransaction(logger: logger) { connection in
                     leased()
+                    ticket.leased()
+                    defer { ticket.released() }
                     return try await body(connection)
                 }
             } catch let error as PostgresTransactionError {

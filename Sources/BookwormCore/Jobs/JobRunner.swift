@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import NIOConcurrencyHelpers
 import PostgresNIO
 import ServiceLifecycle
@@ -82,9 +83,11 @@ package struct JobRunner: Service {
         let jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
         for job in jobs {
             guard let handler = handlers[job.kind] else { continue }
+            Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", job.kind)]).increment()
             do {
                 try await store.finish(job, worker: id, outcome: try await handler.run(job))
             } catch {
+                Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", job.kind)]).increment()
                 let delay = min(30 * pow(2, Double(job.attempts - 1)), 3600) * Double.random(in: 0.75...1.25)
                 logger.warning("job failed; retrying", metadata: ["kind": .string(job.kind), "key": .string(job.key),
                                                                "error": .string(String(reflecting: error))])

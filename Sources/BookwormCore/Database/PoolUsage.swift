@@ -1,0 +1,51 @@
+import Synchronization
+
+/// Pooled connections in use and callers waiting for one, for `/metrics`. Shared by every copy
+/// of a `Database` made from the same pool.
+package final class PoolUsage: Sendable {
+    private let counts = Mutex((waiting: 0, inUse: 0))
+
+    package init() {}
+
+    package var snapshot: (waiting: Int, inUse: Int) { counts.withLock { $0 } }
+
+    /// One caller's way through the pool: waiting, then leased (and released) or given up on.
+    /// A caller answered at its deadline may still get its connection afterwards; the ticket
+    /// counts that lease without counting the wait twice.
+    final class Ticket: Sendable {
+        private enum State { case waiting, leased, abandoned, released }
+        private let state = Mutex(State.waiting)
+        private let usage: PoolUsage
+
+        init(_ usage: PoolUsage) {
+            self.usage = usage
+            usage.counts.withLock { $0.waiting += 1 }
+        }
+
+        func leased() {
+            let wasWaiting = state.withLock { state -> Bool in
+                defer { state = .leased }
+                return state == .waiting
+            }
+            usage.counts.withLock {
+                if wasWaiting { $0.waiting -= 1 }
+                $0.inUse += 1
+            }
+        }
+
+        func released() {
+            state.withLock { $0 = .released }
+            usage.counts.withLock { $0.inUse -= 1 }
+        }
+
+        /// The caller stopped waiting (answered, or failed before a lease).
+        func done() {
+            let wasWaiting = state.withLock { state -> Bool in
+                guard state == .waiting else { return false }
+                state = .abandoned
+                return true
+            }
+            if wasWaiting { usage.counts.withLock { $0.waiting -= 1 } }
+        }
+    }
+}
