@@ -38,7 +38,8 @@ import Glibc
                 #expect(try rawRequest(port: api[0].port, "POST", "/v1/auth/login", json: right).status == 429)
 
                 // Requests through both instances at once.
-                let rate = try Self.requestsPerSecond(ports: api.map(\.port), clients: 8, each: 60)
+                let ports = api.map(\.port)
+                let rate = try await offThePool { try Self.requestsPerSecond(ports: ports, clients: 8, each: 60) }
                 print("cluster: \(Int(rate)) requests/s through 2 API processes (8 clients, GET /v1/copies)")
 
                 // 300 queued messages (and the registration's), two worker processes: each delivered once.
@@ -69,7 +70,7 @@ import Glibc
                                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
             let logs = (0..<2).map { FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\($0)-\(UUID().uuidString).log").path }
             let pids = try logs.map { try ChildProcess.spawn(try bookwormBinary(), ["migrate", "up"], environment: environment, outputPath: $0) }
-            let statuses = pids.map { ChildProcess.wait($0) }
+            let statuses = try await offThePool { pids.map { ChildProcess.wait($0) } }
             let output = logs.compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }.joined(separator: "\n")
             #expect(statuses == [0, 0], "\(output)")
             let files = try Migrator.bundled().migrations.count
@@ -104,14 +105,16 @@ import Glibc
                 kill(stopping.pid, SIGTERM)
             }
             signal.start()
-            DispatchQueue.concurrentPerform(iterations: 6) { client in
-                var index = client
-                while Date() < deadline {
-                    index += 1
-                    outcomes.append(Self.send(port: ports[index % 2]))
+            try await offThePool {
+                DispatchQueue.concurrentPerform(iterations: 6) { client in
+                    var index = client
+                    while Date() < deadline {
+                        index += 1
+                        outcomes.append(Self.send(port: ports[index % 2]))
+                    }
                 }
+                stopping.stop()
             }
-            stopping.stop()
             let logged = Set(stopping.log.split(separator: "\n").compactMap { line -> String? in
                 guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
                       object["message"] as? String == "request" else { return nil }

@@ -24,7 +24,7 @@ import Testing
     @Test func aWorkerKilledMidBatchLosesNothing() async throws {
         try await withSink { sink in
             try await withApp { app in
-                let ids = try await app.enqueue(to: (0..<20).map { "slow\($0)@example.org" })
+                let ids = try await app.enqueue(to: (0..<40).map { "slow\($0)@example.org" })
                 let environment = Self.workerEnvironment(app, sink, batch: 6)
                 let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
                 try await sink.waitForMessages(3)

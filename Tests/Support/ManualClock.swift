@@ -64,3 +64,11 @@ func eventually(within deadline: TimeInterval = 30, interval: Duration = .millis
     }
     return try await condition()
 }
+
+/// Runs blocking work (child processes, loops over blocking sockets) on a thread of its own, so
+/// it never holds one of the few cooperative threads every other test in the process needs.
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
