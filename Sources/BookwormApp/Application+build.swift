@@ -49,8 +49,17 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: config.databaseDeadlines.statement),
         backgroundLogger: logger)
     let database = Database(client: client, deadlines: config.databaseDeadlines)
+    var reads = database
+    if let url = config.databaseReadURL {
+        let replica = PostgresClient(
+            configuration: try DatabaseSettings(url: url).clientConfiguration(
+                poolSize: config.databasePoolSize, statementTimeout: config.databaseDeadlines.statement),
+            backgroundLogger: logger)
+        services.append(replica)
+        reads = Database.readReplica(client: replica, primary: database)
+    }
     let hasher = try PasswordHasher(settings: config.hashing)
-    let parts = try makeRouter(config: config, client: database, hasher: hasher, migrator: migrator, logger: logger)
+    let parts = try makeRouter(config: config, client: database, reads: reads, hasher: hasher, migrator: migrator, logger: logger)
     parts.router.addMethodNotAllowedResponders()
     services += [client, hasher] + parts.services
     if let port = config.metricsPort {
@@ -114,7 +123,10 @@ func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bo
 
 /// The router with every route and middleware, and the background services the routes rely
 /// on. Split from `buildApplication` so tests can list the routes (the OpenAPI check).
-func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
+/// `reads` serves the read-only search endpoints (library, someone's copies, nearby, map, the
+/// feed): the replica when `DATABASE_READ_URL` is set, else the primary. What a user just wrote
+/// and reads back (`/v1/me/…`, a post by id) stays on the primary.
+func makeRouter(config: Config, client: Database, reads: Database, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
     throws -> (router: Router<AppRequestContext>, services: [any Service])
 {
     let sessions = SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock)
@@ -160,14 +172,15 @@ func makeRouter(config: Config, client: Database, hasher: PasswordHasher, migrat
                                           policy: config.contact, logger: logger))
         .addRoutes(authenticated: authenticated)
     BooksRoutes(books: BooksStore(client: client, logger: logger)).addRoutes(public: v1, authenticated: authenticated)
-    CopiesRoutes(service: copies, users: users)
+    CopiesRoutes(service: copies, users: users, library: CopiesService(client: reads, logger: logger),
+                 publicUsers: AccountsStore(client: reads, logger: logger))
         .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)
-    NearbyRoutes(nearby: NearbyStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
-    MapRoutes(map: MapStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    NearbyRoutes(nearby: NearbyStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
+    MapRoutes(map: MapStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
     WishesRoutes(service: WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
-    PostsRoutes(service: PostsService(client: client, throttles: throttles, policy: config.feed, logger: logger))
+    PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,

@@ -12,6 +12,8 @@ package struct Config: Sendable {
     package var port: Int
     /// `nil` means: start the embedded PostgreSQL cluster under `dataDirectory`.
     var databaseURL: String?
+    /// A read replica for the search endpoints (`DATABASE_READ_URL`); unset: the primary serves all.
+    package var databaseReadURL: String?
     var dataDirectory: String
     package var databasePoolSize: Int
     /// Connection acquisition and statement deadlines (`BOOKWORM_DB_ACQUIRE_TIMEOUT_MS`, `BOOKWORM_DB_STATEMENT_TIMEOUT_MS`).
@@ -82,6 +84,7 @@ package struct Config: Sendable {
         config.host = reader.string("BOOKWORM_HOST") ?? defaults.host
         config.port = try reader.int("BOOKWORM_PORT", range: 0...65535) ?? defaults.port
         config.databaseURL = reader.string("DATABASE_URL")
+        config.databaseReadURL = reader.string("DATABASE_READ_URL")
         config.dataDirectory = reader.string("BOOKWORM_DATA_DIR") ?? defaults.dataDirectory
         config.databasePoolSize = try reader.int("BOOKWORM_DB_POOL_SIZE", range: 1...1000) ?? defaults.databasePoolSize
         config.databaseDeadlines = try DatabaseDeadlines(

@@ -11,12 +11,17 @@ import PostgresNIO
 package struct CopiesRoutes: Sendable {
     let service: CopiesService
     let users: AccountsStore
+    /// The library and someone's copies: the read replica's when there is one.
+    let library: CopiesService
+    let publicUsers: AccountsStore
 
     static let maxPhotoBytes = 5 << 20
 
-    package init(service: CopiesService, users: AccountsStore) {
+    package init(service: CopiesService, users: AccountsStore, library: CopiesService? = nil, publicUsers: AccountsStore? = nil) {
         self.service = service
         self.users = users
+        self.library = library ?? service
+        self.publicUsers = publicUsers ?? users
     }
 
     package func addRoutes(public group: RouterGroup<AppRequestContext>, optionallyAuthenticated: RouterGroup<AppRequestContext>,
@@ -39,17 +44,17 @@ package struct CopiesRoutes: Sendable {
         filter.isbn13 = try request.queryText("isbn", maxLength: 20).map(CatalogValidation.isbnFilter)
         filter.condition = try request.queryText("condition").map { try CatalogValidation.condition($0).rawValue }
         filter.viewerID = context.session?.user.id
-        return try .json(try await service.list(filter, page: page), for: request)
+        return try .json(try await library.list(filter, page: page), for: request)
     }
 
     @Sendable func userCopies(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
-        guard username.count <= 30, let user = try await users.findByUsername(username) else {
+        guard username.count <= 30, let user = try await publicUsers.findByUsername(username) else {
             throw AppError.notFound("No user named \(username.prefix(30))")
         }
         var filter = CopyFilter()
         filter.ownerID = user.id
-        return try .json(try await service.list(filter, page: PageRequest(request)), for: request)
+        return try .json(try await library.list(filter, page: PageRequest(request)), for: request)
     }
 
     @Sendable func mine(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -11,6 +11,8 @@ import PostgresNIO
 package struct PostsService: Sendable {
     let client: Database
     let posts: PostsStore
+    /// The feed's reads, on the replica when there is one.
+    let feedPosts: PostsStore
     let pins: PinsStore
     let throttles: ThrottleStore
     let policy: FeedPolicy
@@ -18,9 +20,10 @@ package struct PostsService: Sendable {
 
     static let rateWindow: TimeInterval = 3600
 
-    package init(client: Database, throttles: ThrottleStore, policy: FeedPolicy, logger: Logger) {
+    package init(client: Database, reads: Database? = nil, throttles: ThrottleStore, policy: FeedPolicy, logger: Logger) {
         self.client = client
         self.posts = PostsStore(client: client, logger: logger)
+        self.feedPosts = PostsStore(client: reads ?? client, logger: logger)
         self.pins = PinsStore(client: client, logger: logger)
         self.throttles = throttles
         self.policy = policy
@@ -28,7 +31,7 @@ package struct PostsService: Sendable {
     }
 
     package func feed(_ filter: FeedFilter, page: PageRequest) async throws -> Page<PostView> {
-        page.page(try await posts.list(filter, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
+        page.page(try await feedPosts.list(filter, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
     }
 
     package func get(_ id: UUID) async throws -> PostView {

@@ -136,7 +136,8 @@ import Testing
         }
         let settings = DatabaseSettings(endpoint: .tcp(host: "127.0.0.1", port: 1), username: "x", password: nil, database: "x")
         let logger = Logger(label: "test")
-        let parts = try makeRouter(config: Config(), client: Database(client: settings.makeClient(logger: logger)),
+        let database = Database(client: settings.makeClient(logger: logger))
+        let parts = try makeRouter(config: Config(), client: database, reads: database,
                                    hasher: PasswordHasher(settings: .fastForTests), migrator: Migrator.bundled(), logger: logger)
         let served = Set(parts.router.routes.filter { $0.method != .head }.map { route -> String in
             let path = route.path.description.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }

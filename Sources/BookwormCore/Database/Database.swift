@@ -37,11 +37,25 @@ package struct Database: Sendable {
     package let deadlines: DatabaseDeadlines
     /// Connections in use and callers waiting, for `/metrics`.
     package let usage: PoolUsage
+    /// Set when this is a read replica: where reads go while the replica is away.
+    package let replicaOf: ReplicaFallback?
 
-    package init(client: PostgresClient, deadlines: DatabaseDeadlines = .init(), usage: PoolUsage = PoolUsage()) {
+    package init(client: PostgresClient, deadlines: DatabaseDeadlines = .init(), usage: PoolUsage = PoolUsage(),
+                 replicaOf: ReplicaFallback? = nil) {
         self.client = client
         self.deadlines = deadlines
         self.usage = usage
+        self.replicaOf = replicaOf
+    }
+
+    /// A read replica (`DATABASE_READ_URL`) for the read-only search endpoints. It waits less
+    /// for a connection than the primary does, and when it cannot serve (down, refusing,
+    /// cancelled) the read runs on `primary` instead, and keeps doing so for a few seconds
+    /// before the replica is tried again.
+    package static func readReplica(client: PostgresClient, primary: Database) -> Database {
+        var deadlines = primary.deadlines
+        deadlines.acquire = min(deadlines.acquire, .milliseconds(500))
+        return Database(client: client, deadlines: deadlines, replicaOf: ReplicaFallback(primary: primary))
     }
 
     /// Admin work (migrations, seeding, `VACUUM`): no statement deadline to speak of.
@@ -73,6 +87,17 @@ package struct Database: Sendable {
     }
 
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        guard let fallback = replicaOf else { return try await pooledConnection(body) }
+        if fallback.resting { return try await fallback.primary.withConnection(body) }
+        do {
+            return try await pooledConnection(body)
+        } catch where DatabaseOutage.matches(error) {
+            fallback.rest()
+            return try await fallback.primary.withConnection(body)
+        }
+    }
+
+    private func pooledConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let ticket = PoolUsage.Ticket(usage)
         defer { ticket.done() }
         return try await withDeadlines { leased in
@@ -237,5 +262,29 @@ package enum DatabaseOutage {
         default:
             return false
         }
+    }
+}
+
+/// The primary behind a read replica, and whether the replica is resting after a failure.
+package final class ReplicaFallback: Sendable {
+    let primary: Database
+    private let restingUntil = Mutex<ContinuousClock.Instant?>(nil)
+    static let rest: Duration = .seconds(10)
+
+    init(primary: Database) {
+        self.primary = primary
+    }
+
+    var resting: Bool {
+        restingUntil.withLock { until in
+            guard let end = until else { return false }
+            if ContinuousClock.now < end { return true }
+            until = nil
+            return false
+        }
+    }
+
+    func rest() {
+        restingUntil.withLock { $0 = ContinuousClock.now + Self.rest }
     }
 }

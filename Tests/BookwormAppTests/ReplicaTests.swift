@@ -1,0 +1,55 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import BookwormCore
+@testable import BookwormApp
+@testable import BookwormTestSupport
+
+/// `DATABASE_READ_URL`: the search endpoints read a real streaming replica of the test cluster,
+/// what a user just wrote stays on the primary, and a replica that goes away is not an outage.
+@Suite(.serialized) struct ReplicaTests {
+    @Test func searchesReadTheReplicaAndFallBackToThePrimaryWhenItStops() async throws {
+        // A replica is made from the embedded test cluster; a server named by TEST_DATABASE_URL has none.
+        guard ProcessInfo.processInfo.environment["TEST_DATABASE_URL"].map(\.isEmpty) ?? true else { return }
+        _ = try await TestDatabaseServer.shared.adminSettings()  // the primary runs before it is copied
+        let replica = try await StreamingReplica.start(primaryDataDirectory: TestDatabaseServer.dataDirectory)
+        defer { replica.remove() }
+        try await withApp(configure: { config in
+            let database = (try? DatabaseSettings(url: config.databaseURL ?? ""))?.database ?? ""
+            config.databaseReadURL = replica.settings(database: database).connectionURL
+        }) { app in
+            let replicaClient = replica.settings(database: app.settings.database).makeClient(poolSize: 1, logger: Logger(label: "replica"))
+            try await replicaClient.whileRunning { replicaDB in
+                // The replica is a replica, and it has this test's database.
+                let inRecovery = try await eventually(within: 30) {
+                    for try await flag in try await replicaDB.query("SELECT pg_is_in_recovery()").decode(Bool.self) { return flag }
+                    return false
+                }
+                #expect(inRecovery)
+                let owner = try await app.register()
+                _ = try await app.addCopy(owner.token, title: "Seen Everywhere")
+                #expect(try await eventually(within: 30) { try await app.page("/v1/copies?limit=100").ids.count == 1 })
+
+                // Replay paused: a new copy is on the primary (my copies) but not yet in the library.
+                try await replicaDB.query("SELECT pg_wal_replay_pause()")
+                let fresh = try #require(try await app.addCopy(owner.token, title: "Only On The Primary")["id"] as? String)
+                let mine = try await app.request(.get, "/v1/me/copies?limit=100", token: owner.token).jsonObject()["data"] as? [[String: Any]]
+                #expect(mine?.compactMap { $0["id"] as? String }.contains(fresh) == true)
+                #expect(try await app.page("/v1/copies?limit=100").ids.contains(fresh) == false)
+                try await replicaDB.query("SELECT pg_wal_replay_resume()")
+                #expect(try await eventually(within: 30) { try await app.page("/v1/copies?limit=100").ids.contains(fresh) })
+            }
+
+            // The replica stops: the library is served by the primary, quickly, instead of failing.
+            replica.stopServer()
+            let started = ContinuousClock.now
+            let page = try await app.request(.get, "/v1/copies?limit=100")
+            #expect(page.status == .ok)
+            #expect((try page.jsonObject()["data"] as? [Any])?.count == 2)
+            #expect(ContinuousClock.now - started < .seconds(10))
+            let user = try await app.request(.get, "/v1/users/nobody_here/copies")
+            #expect(user.status == .notFound)
+        }
+    }
+}
