@@ -14,16 +14,26 @@ import Testing
         guard ProcessInfo.processInfo.environment["TEST_DATABASE_URL"].map(\.isEmpty) ?? true else { return }
         _ = try await TestDatabaseServer.shared.adminSettings()  // the primary runs before it is copied
         let replica = try await StreamingReplica.start(primaryDataDirectory: TestDatabaseServer.dataDirectory)
-        defer { replica.remove() }
+        do {
+            try await Self.readAndFallBack(replica)
+            try await replica.remove()
+        } catch {
+            try await replica.remove()
+            throw error
+        }
+    }
+
+    private static func readAndFallBack(_ replica: StreamingReplica) async throws {
         try await withApp(configure: { config in
             let database = (try? DatabaseSettings(url: config.databaseURL ?? ""))?.database ?? ""
             config.databaseReadURL = replica.settings(database: database).connectionURL
         }) { app in
             let replicaClient = replica.settings(database: app.settings.database).makeClient(poolSize: 1, logger: Logger(label: "replica"))
             try await replicaClient.whileRunning { replicaDB in
-                // The replica is a replica, and it has this test's database.
+                // The replica is a replica, and it has this test's database (once replay reaches its creation).
                 let inRecovery = try await eventually(within: 30) {
-                    for try await flag in try await replicaDB.query("SELECT pg_is_in_recovery()").decode(Bool.self) { return flag }
+                    guard let rows = try? await replicaDB.query("SELECT pg_is_in_recovery()") else { return false }
+                    for try await flag in rows.decode(Bool.self) { return flag }
                     return false
                 }
                 #expect(inRecovery)
@@ -42,7 +52,7 @@ import Testing
             }
 
             // The replica stops: the library is served by the primary, quickly, instead of failing.
-            replica.stopServer()
+            try await replica.stopServer()
             let started = ContinuousClock.now
             let page = try await app.request(.get, "/v1/copies?limit=100")
             #expect(page.status == .ok)

@@ -94,6 +94,10 @@ package struct Database: Sendable {
         } catch where DatabaseOutage.matches(error) {
             fallback.rest()
             return try await fallback.primary.withConnection(body)
+        } catch where ReplicaFallback.conflictsWithReplay(error) {
+            // A replica cancels a read that conflicts with what it replays, or has not yet
+            // replayed the database's creation; the primary answers this one, the next tries again.
+            return try await fallback.primary.withConnection(body)
         }
     }
 
@@ -282,6 +286,13 @@ package final class ReplicaFallback: Sendable {
             until = nil
             return false
         }
+    }
+
+    /// 40001: cancelled by a recovery conflict; 3D000: the database is not there yet.
+    static func conflictsWithReplay(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server,
+              let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40001" || state == "3D000"
     }
 
     func rest() {
