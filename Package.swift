@@ -11,7 +11,8 @@ let common: [Target.Dependency] = [
     .product(name: "Metrics", package: "swift-metrics"),
 ]
 
-let rooms: [Target.Dependency] = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp"]
+let rooms: [Target.Dependency] = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability",
+                                  "BookwormApp"]
 let testDependencies: [Target.Dependency] = rooms + [
     "BookwormTestSupport",
     .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -72,9 +73,11 @@ let package = Package(
         .target(name: "Catalog", dependencies: ["BookwormCore", "Accounts", "Places"] + common),
         .target(name: "Discovery", dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog"] + common),
         .target(name: "Exchange", dependencies: ["BookwormCore", "Mail", "Accounts", "Catalog", "Discovery"] + common),
+        .target(name: "Portability",
+                dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common),
         .target(
             name: "BookwormApp",
-            dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common + [
+            dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability"] + common + [
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
@@ -111,6 +114,7 @@ let package = Package(
         .testTarget(name: "CatalogTests", dependencies: testDependencies),
         .testTarget(name: "DiscoveryTests", dependencies: testDependencies),
         .testTarget(name: "ExchangeTests", dependencies: testDependencies),
+        .testTarget(name: "PortabilityTests", dependencies: testDependencies),
         .testTarget(name: "BookwormAppTests", dependencies: testDependencies),
     ]
 )

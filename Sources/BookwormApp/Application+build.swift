@@ -8,6 +8,7 @@ import Hummingbird
 import Logging
 import Mail
 import Places
+import Portability
 import PostgresNIO
 import ServiceLifecycle
 
@@ -166,8 +167,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     AccountMailRoutes(mail: accountMail).addRoutes(public: v1, authenticated: authenticated)
     BlocksRoutes(blocks: blocks, users: users, block: { try await trades.block($0, by: $1) }).addRoutes(authenticated: authenticated)
     TradesRoutes(service: trades).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    ReadingsRoutes(service: ReadingsService(client: client, clock: config.clock, logger: logger))
-        .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
+    let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
+    ReadingsRoutes(service: readings).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     ContactRoutes(service: ContactService(client: client, outbox: outbox, throttles: throttles, templates: templates,
                                           policy: config.contact, logger: logger))
         .addRoutes(authenticated: authenticated)
@@ -178,11 +179,15 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
     MapRoutes(map: MapStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
-    WishesRoutes(service: WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger))
-        .addRoutes(authenticated: authenticated)
+    let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
+    WishesRoutes(service: wishes).addRoutes(authenticated: authenticated)
+    let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
+                           clock: config.clock, logger: logger)
+    SyncRoutes(service: sync).addRoutes(authenticated: authenticated)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
+                                    syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
                                     clock: config.clock)
     return (router, [housekeeping])

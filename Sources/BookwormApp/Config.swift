@@ -4,6 +4,7 @@ import Discovery
 import Exchange
 import Foundation
 import Mail
+import Portability
 
 /// Everything the service reads from its environment (12-factor). Every variable is listed in
 /// the README; `description` never includes a secret.
@@ -26,6 +27,8 @@ package struct Config: Sendable {
     package var contact: ContactPolicy
     package var trades = TradePolicy()
     package var wishes = WishPolicy()
+    /// Days sync tombstones are kept (`BOOKWORM_SYNC_TOMBSTONE_DAYS`); an older token is 410.
+    package var sync = SyncPolicy()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
@@ -123,6 +126,7 @@ package struct Config: Sendable {
         config.trades.acceptedDays = try reader.int("BOOKWORM_TRADE_ACCEPTED_DAYS", range: 1...365).map(Double.init)
             ?? defaults.trades.acceptedDays
         config.wishes.digestHour = try reader.int("BOOKWORM_ALERT_DIGEST_HOUR", range: 0...23) ?? defaults.wishes.digestHour
+        config.sync.tombstoneDays = try reader.int("BOOKWORM_SYNC_TOMBSTONE_DAYS", range: 1...3650) ?? defaults.sync.tombstoneDays
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -3,6 +3,7 @@ import BookwormCore
 import Foundation
 import Logging
 import Mail
+import Portability
 import ServiceLifecycle
 
 /// Periodically deletes dead sessions and old throttle events, so those tables stay small, and
@@ -11,6 +12,8 @@ struct Housekeeping: Service {
     let sessions: SessionStore
     let throttles: ThrottleStore
     let outbox: OutboxStore
+    let syncLog: SyncStore
+    let sync: SyncPolicy
     let failedMailRetentionDays: Int
     let logger: Logger
     let clock: any AppClock
@@ -20,6 +23,7 @@ struct Housekeeping: Service {
         try await sessions.deleteExpired()
         try await throttles.deleteOlderThan(seconds: 86400)
         try await outbox.dropFailedContent(olderThanDays: failedMailRetentionDays)
+        try await syncLog.purgeTombstones(before: clock.now().addingTimeInterval(-Double(sync.tombstoneDays) * 86400))
     }
 
     func run() async throws {

@@ -81,6 +81,15 @@ package struct CopiesStore: Sendable {
         return nil
     }
 
+    /// The copies among `ids` that `owner` owns (delta sync renders a page of changes at once).
+    package func owned(_ ids: [UUID], owner: UUID) async throws -> [UUID: CopyView] {
+        guard !ids.isEmpty else { return [:] }
+        let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE c.id = ANY(\(ids)) AND c.owner_id = \(owner)"
+        var views: [UUID: CopyView] = [:]
+        for try await row in try await client.query(query, logger: logger).decode(Row.self) { views[row.0] = Self.view(row) }
+        return views
+    }
+
     /// Newest first by keyset; one query per page whatever its length.
     package func list(_ filter: CopyFilter, limit: Int, after: Cursor?) async throws -> [CopyView] {
         let rows = try await client.query(Self.listStatement(filter, limit: limit, after: after).query, logger: logger)

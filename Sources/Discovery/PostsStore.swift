@@ -43,6 +43,15 @@ package struct PostsStore: Sendable {
         return nil
     }
 
+    /// The posts among `ids` that `author` wrote (delta sync).
+    package func authored(_ ids: [UUID], author: UUID) async throws -> [UUID: PostView] {
+        guard !ids.isEmpty else { return [:] }
+        let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE po.id = ANY(\(ids)) AND po.author_id = \(author)"
+        var views: [UUID: PostView] = [:]
+        for try await row in try await client.query(query, logger: logger).decode(Row.self) { views[row.0] = Self.view(row) }
+        return views
+    }
+
     /// Newest first by keyset over (created_at, id).
     package func list(_ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> [PostView] {
         let statement = Self.listStatement(filter, limit: limit, after: after)

@@ -72,6 +72,11 @@ package struct WishesService: Sendable {
         }
     }
 
+    /// The wishes of `user` among `ids` (delta sync).
+    package func owned(_ ids: [UUID], user: UUID) async throws -> [UUID: WishView] {
+        try await wishes.owned(ids, user: user)
+    }
+
     func delete(user: UUID, wish: UUID) async throws {
         guard try await wishes.delete(wish, user: user) else { throw AppError.notFound("No wish with id \(wish.apiString)") }
     }

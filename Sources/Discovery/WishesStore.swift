@@ -54,6 +54,16 @@ struct WishesStore: Sendable {
             """, on: connection, logger: logger)).first
     }
 
+    /// The wishes of `user` among `ids` (delta sync).
+    func owned(_ ids: [UUID], user: UUID) async throws -> [UUID: WishView] {
+        guard !ids.isEmpty else { return [:] }
+        let views = try await Self.views(client.query("""
+            SELECT \(unescaped: Self.columns()) FROM wishes w JOIN books b ON b.id = w.book_id
+            WHERE w.id = ANY(\(ids)) AND w.user_id = \(user)
+            """, logger: logger))
+        return Dictionary(views.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
     func delete(_ id: UUID, user: UUID) async throws -> Bool {
         let rows = try await client.query("DELETE FROM wishes WHERE id = \(id) AND user_id = \(user) RETURNING 1", logger: logger)
         return rows.rows.count > 0

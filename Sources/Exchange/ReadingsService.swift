@@ -56,6 +56,11 @@ package struct ReadingsService: Sendable {
         return (view, created)
     }
 
+    /// The readings of `user` among `books`, keyed by book (delta sync renders a page at once).
+    package func owned(books: [UUID], user: UUID) async throws -> [UUID: ReadingView] {
+        try await readings.owned(books: books, user: user)
+    }
+
     func delete(user: UUID, book: UUID) async throws {
         guard try await readings.delete(user: user, book: book) else { throw AppError.notFound("No reading of book \(book.apiString)") }
     }

@@ -36,6 +36,16 @@ struct ReadingsStore: Sendable {
             """, on: connection, logger: logger)).first
     }
 
+    /// The readings of `user` among `books`, keyed by book (delta sync).
+    func owned(books: [UUID], user: UUID) async throws -> [UUID: ReadingView] {
+        guard !books.isEmpty else { return [:] }
+        let views = try await Self.views(client.query("""
+            SELECT \(unescaped: Self.columns) FROM readings r JOIN books b ON b.id = r.book_id
+            WHERE r.user_id = \(user) AND r.book_id = ANY(\(books))
+            """, logger: logger))
+        return Dictionary(views.map { ($0.book.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
     func delete(user: UUID, book: UUID) async throws -> Bool {
         let rows = try await client.query("DELETE FROM readings WHERE user_id = \(user) AND book_id = \(book) RETURNING 1", logger: logger)
         return rows.rows.count > 0

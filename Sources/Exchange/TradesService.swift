@@ -33,6 +33,11 @@ package struct TradesService: Sendable {
         self.logger = logger
     }
 
+    /// The trades among `ids` that `viewer` takes part in, as `GET /v1/me/trades/{id}` shows them (delta sync).
+    package func views(_ ids: [UUID], viewer: UUID) async throws -> [UUID: TradeView] {
+        Dictionary(try await views.views(ids, viewer: viewer, on: nil).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
     package func request(_ new: NewTrade, by requester: UserRecord) async throws -> TradeView {
         guard requester.emailVerifiedAt != nil else {
             throw AppError.forbiddenCode("email_not_verified", "Verify your email address before asking for a book")

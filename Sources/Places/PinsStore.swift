@@ -32,6 +32,15 @@ package struct PinsStore: Sendable {
         return pins
     }
 
+    /// The pins among `ids` that `ownerID` owns, exact points included (delta sync).
+    package func owned(_ ids: [UUID], ownerID: UUID) async throws -> [UUID: OwnedPin] {
+        guard !ids.isEmpty else { return [:] }
+        let query: PostgresQuery = "SELECT \(unescaped: Self.columns) FROM pins WHERE id = ANY(\(ids)) AND owner_id = \(ownerID)"
+        var pins: [UUID: OwnedPin] = [:]
+        for try await row in try await client.query(query, logger: logger).decode(Row.self) { pins[row.0] = Self.pin(row) }
+        return pins
+    }
+
     /// Locks and returns the owner's pins (the serialisation point for default changes).
     func lockAll(ownerID: UUID, on connection: PostgresConnection) async throws -> [OwnedPin] {
         let rows = try await connection.query("""

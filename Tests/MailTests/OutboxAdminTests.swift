@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
+@testable import Portability
 @testable import BookwormCore
 @testable import Mail
 @testable import Accounts
@@ -88,6 +89,7 @@ import Testing
             let housekeeping = Housekeeping(sessions: SessionStore(client: app.db, policy: SessionPolicy(), logger: logger, clock: app.clock),
                                             throttles: ThrottleStore(client: app.db, logger: logger, clock: app.clock),
                                             outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),
+                                            syncLog: SyncStore(client: app.db, logger: logger), sync: SyncPolicy(),
                                             failedMailRetentionDays: 30, logger: logger, clock: app.clock)
             try await housekeeping.sweep()
             var kept: [String: Bool] = [:]

@@ -15,6 +15,7 @@ extension AppError {
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .unprocessable, .unprocessableBecause, .rule: .unprocessableContent
+        case .gone: .gone
         case .throttled: .tooManyRequests
         case .overloaded, .unavailable, .databaseUnavailable: .serviceUnavailable
         }
@@ -60,6 +61,8 @@ extension AppError {
         case .unprocessableBecause(let code, let detail, let field):
             return Problem(type: code, title: "Unprocessable request", status: status, detail: detail,
                            errors: field.map { [FieldError($0, detail)] })
+        case .gone(let code, let detail, let field):
+            return Problem(type: code, title: "Gone", status: status, detail: detail, errors: field.map { [FieldError($0, detail)] })
         case .throttled(let seconds):
             return Problem(type: "throttled", title: "Too many requests", status: status,
                            detail: "Try again in \(seconds) seconds")

@@ -49,6 +49,8 @@ package enum AppError: Error, Sendable, Equatable {
     case unprocessable(String)
     /// A 422 with its own problem type (`pin_required`), naming the field when there is one.
     case unprocessableBecause(code: String, detail: String, field: String?)
+    /// 410 with its own problem type: what the client holds (a sync token) is too old to use.
+    case gone(code: String, detail: String, field: String?)
     case throttled(retryAfterSeconds: Int)
     case overloaded(retryAfterSeconds: Int)
     case unavailable(String)

@@ -1,0 +1,85 @@
+import BookwormCore
+import Foundation
+
+/// How long tombstones stay and how large a sync page may be.
+package struct SyncPolicy: Sendable {
+    /// Deletions are kept this long; an older token gets 410 `sync_token_expired`.
+    package var tombstoneDays: Int = 30
+    package var defaultLimit = 100
+    package var maxLimit = 1000
+
+    package init() {}
+}
+
+/// Where a client's sync stands: everything up to (xid, id) of this data epoch is in its store.
+/// Opaque to clients (base64url of `1.<epoch>.<xid>.<id>`).
+struct SyncToken: Equatable, Sendable {
+    let epoch: String
+    /// The transaction id (xid8) as its decimal text.
+    let xid: UInt64
+    let id: Int64
+
+    static let start = SyncToken(epoch: "", xid: 0, id: 0)
+
+    var encoded: String {
+        Data("1.\(epoch).\(xid).\(id)".utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Anything that is not a token this service wrote is a 400 naming `since`.
+    init(encoded: String) throws {
+        var base64 = encoded.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard encoded.count <= 120, let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
+            throw AppError.invalid("since", "is not a sync token")
+        }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "1", parts[1].count == 16, parts[1].allSatisfy(\.isHexDigit),
+              let xid = UInt64(parts[2]), let id = Int64(parts[3]), id >= 0 else {
+            throw AppError.invalid("since", "is not a sync token")
+        }
+        self.init(epoch: String(parts[1]), xid: xid, id: id)
+    }
+
+    init(epoch: String, xid: UInt64, id: Int64) {
+        self.epoch = epoch
+        self.xid = xid
+        self.id = id
+    }
+}
+
+/// One object that changed: its latest state (`upsert`, with the shape its GET returns) or its
+/// tombstone (`delete`: gone, or no longer mine).
+struct SyncChange: Encodable, Sendable {
+    let type: String
+    let id: UUID
+    let op: String
+    let data: (any Encodable & Sendable)?
+
+    enum CodingKeys: String, CodingKey { case type, id, op, data }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(type, forKey: .type)
+        try container.encode(id.apiString, forKey: .id)
+        try container.encode(op, forKey: .op)
+        if let data { try container.encode(data, forKey: .data) }
+    }
+}
+
+struct SyncPage: Encodable, Sendable {
+    let changes: [SyncChange]
+    let next: String
+    let hasMore: Bool
+
+    enum CodingKeys: String, CodingKey { case changes, next, hasMore = "has_more" }
+}
+
+/// A change row as the log holds it.
+struct SyncChangeRow: Sendable {
+    let kind: String
+    let objectID: UUID
+    let xid: UInt64
+    let id: Int64
+}

@@ -1,0 +1,59 @@
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// SQL for the sync change log (`sync_changes`, moved forward by triggers; see 0013_sync.sql).
+package struct SyncStore: Sendable {
+    let client: Database
+    let logger: Logger
+
+    package init(client: Database, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// The log's state and one page of `user`'s changes after `after`, oldest first. Only
+    /// transactions older than the oldest one still running are served (`pg_snapshot_xmin`):
+    /// all of those have ended, so none that commits later can land behind the page.
+    func page(user: UUID, after: SyncToken, limit: Int) async throws
+        -> (epoch: String, purged: UInt64, horizon: UInt64, rows: [SyncChangeRow])
+    {
+        let rows = try await client.query("""
+            SELECT s.epoch, s.purged::text, s.horizon::text, c.kind, c.object_id, c.xid::text, c.id
+            FROM (SELECT bookworm_sync_epoch() AS epoch, purged_xid AS purged,
+                         pg_snapshot_xmin(pg_current_snapshot()) AS horizon FROM sync_state) s
+            LEFT JOIN LATERAL (
+                SELECT kind, object_id, xid, id FROM sync_changes
+                WHERE user_id = \(user) AND (xid, id) > (\(String(after.xid))::xid8, \(after.id)) AND xid < s.horizon
+                ORDER BY xid, id
+                LIMIT \(limit)
+            ) c ON true
+            ORDER BY c.xid, c.id
+            """, logger: logger)
+        var state: (epoch: String, purged: UInt64, horizon: UInt64)?
+        var changes: [SyncChangeRow] = []
+        for try await row in rows.decode((String, String, String, String?, UUID?, String?, Int64?).self) {
+            state = (row.0, UInt64(row.1) ?? 0, UInt64(row.2) ?? 0)
+            if let kind = row.3, let object = row.4, let xid = row.5.flatMap(UInt64.init), let id = row.6 {
+                changes.append(SyncChangeRow(kind: kind, objectID: object, xid: xid, id: id))
+            }
+        }
+        guard let state else { throw AppError.unavailable("sync_state has no row") }
+        return (state.epoch, state.purged, state.horizon, changes)
+    }
+
+    /// Deletes tombstones older than `cutoff` and raises the purge mark past them, so a token
+    /// from before them is refused instead of silently missing a deletion.
+    @discardableResult
+    package func purgeTombstones(before cutoff: Date) async throws -> Int {
+        let rows = try await client.query("""
+            WITH gone AS (DELETE FROM sync_changes WHERE op = 'delete' AND changed_at < \(cutoff) RETURNING xid),
+                 mark AS (UPDATE sync_state SET purged_xid = greatest(purged_xid, (SELECT max(xid) FROM gone))
+                          WHERE EXISTS (SELECT 1 FROM gone) RETURNING 1)
+            SELECT count(*)::int8 FROM gone
+            """, logger: logger)
+        for try await count in rows.decode(Int64.self) { return Int(count) }
+        return 0
+    }
+}
