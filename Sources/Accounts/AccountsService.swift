@@ -88,6 +88,19 @@ package struct AccountsService: Sendable {
 
     /// Wrong current passwords count as failed logins for the account, so this is no side door
     /// for guessing. Every other session is revoked.
+    /// The password again, for something that cannot be undone (erasing the account): throttled
+    /// like a login, a wrong one is a 422 naming `field`.
+    package func confirmPassword(_ password: String, of user: UserRecord, field: String) async throws {
+        let accountKey = "login:account:\(user.id.uuidString)"
+        if let wait = try await throttles.retryAfter(key: accountKey, limit: policy.loginFailures, window: policy.loginWindow) {
+            throw AppError.throttled(retryAfterSeconds: wait)
+        }
+        guard try await hasher.verify(password, against: user.passwordHash) else {
+            try await throttles.record(keys: [accountKey], window: policy.loginWindow)
+            throw AppError.broken(field, "is incorrect")
+        }
+    }
+
     func changePassword(session: AuthenticatedSession, current: String, new: String) async throws {
         let accountKey = "login:account:\(session.user.id.uuidString)"
         if let wait = try await throttles.retryAfter(key: accountKey, limit: policy.loginFailures, window: policy.loginWindow) {

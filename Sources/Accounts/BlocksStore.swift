@@ -34,16 +34,16 @@ package struct BlocksStore: Sendable {
         try await client.query("DELETE FROM blocks WHERE blocker_id = \(blocker) AND blocked_id = \(blocked)", logger: logger)
     }
 
-    /// The users among `ids` whom `blocker` blocks (delta sync).
+    /// The blocks among `ids` (the blocks' own ids) that `blocker` made (delta sync).
     package func blocked(_ ids: [UUID], by blocker: UUID) async throws -> [UUID: BlockView] {
         guard !ids.isEmpty else { return [:] }
         let rows = try await client.query("""
-            SELECT u.id, u.username, u.display_name, bl.created_at FROM blocks bl JOIN users u ON u.id = bl.blocked_id
-            WHERE bl.blocker_id = \(blocker) AND bl.blocked_id = ANY(\(ids))
+            SELECT bl.id, u.id, u.username, u.display_name, bl.created_at FROM blocks bl JOIN users u ON u.id = bl.blocked_id
+            WHERE bl.blocker_id = \(blocker) AND bl.id = ANY(\(ids))
             """, logger: logger)
         var views: [UUID: BlockView] = [:]
-        for try await row in rows.decode((UUID, String, String?, Date).self) {
-            views[row.0] = BlockView(userID: row.0, username: row.1, displayName: row.2, createdAt: row.3)
+        for try await row in rows.decode((UUID, UUID, String, String?, Date).self) {
+            views[row.0] = BlockView(id: row.0, userID: row.1, username: row.2, displayName: row.3, createdAt: row.4)
         }
         return views
     }
@@ -61,17 +61,19 @@ package struct BlocksStore: Sendable {
 
 /// A user I block, as delta sync shows it.
 package struct BlockView: Encodable, Sendable {
+    let id: UUID
     let userID: UUID
     let username: String
     let displayName: String?
     let createdAt: Date
 
     enum CodingKeys: String, CodingKey {
-        case userID = "user_id", username, displayName = "display_name", createdAt = "created_at"
+        case id, userID = "user_id", username, displayName = "display_name", createdAt = "created_at"
     }
 
     package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.apiString, forKey: .id)
         try container.encode(userID.apiString, forKey: .userID)
         try container.encode(username, forKey: .username)
         try container.encode(displayName, forKey: .displayName)

@@ -184,10 +184,14 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
                            clock: config.clock, logger: logger)
     SyncRoutes(service: sync).addRoutes(authenticated: authenticated)
+    ErasureRoutes(service: ErasureService(client: client, accounts: accounts, trades: trades, outbox: outbox, templates: templates,
+                                          policy: config.erasure, clock: config.clock, logger: logger))
+        .addRoutes(authenticated: authenticated)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
                                     syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
+                                    holds: UsernameHolds(client: client, logger: logger),
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
                                     clock: config.clock)
     return (router, [housekeeping])

@@ -29,6 +29,8 @@ package struct Config: Sendable {
     package var wishes = WishPolicy()
     /// Days sync tombstones are kept (`BOOKWORM_SYNC_TOMBSTONE_DAYS`); an older token is 410.
     package var sync = SyncPolicy()
+    /// Days an erased account's username stays unavailable (`BOOKWORM_USERNAME_HOLD_DAYS`).
+    package var erasure = ErasurePolicy()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
@@ -127,6 +129,8 @@ package struct Config: Sendable {
             ?? defaults.trades.acceptedDays
         config.wishes.digestHour = try reader.int("BOOKWORM_ALERT_DIGEST_HOUR", range: 0...23) ?? defaults.wishes.digestHour
         config.sync.tombstoneDays = try reader.int("BOOKWORM_SYNC_TOMBSTONE_DAYS", range: 1...3650) ?? defaults.sync.tombstoneDays
+        config.erasure.usernameHoldDays = try reader.int("BOOKWORM_USERNAME_HOLD_DAYS", range: 0...3650)
+            ?? defaults.erasure.usernameHoldDays
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -14,6 +14,7 @@ struct Housekeeping: Service {
     let outbox: OutboxStore
     let syncLog: SyncStore
     let sync: SyncPolicy
+    let holds: UsernameHolds
     let failedMailRetentionDays: Int
     let logger: Logger
     let clock: any AppClock
@@ -24,6 +25,7 @@ struct Housekeeping: Service {
         try await throttles.deleteOlderThan(seconds: 86400)
         try await outbox.dropFailedContent(olderThanDays: failedMailRetentionDays)
         try await syncLog.purgeTombstones(before: clock.now().addingTimeInterval(-Double(sync.tombstoneDays) * 86400))
+        try await holds.lift(before: clock.now())
     }
 
     func run() async throws {

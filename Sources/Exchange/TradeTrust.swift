@@ -87,4 +87,22 @@ extension TradesService {
             }
         }
     }
+
+    /// Account deletion: every open trade of `user` is cancelled in the caller's transaction
+    /// (copies locked first, as every trade write does), and the other side is told.
+    package func cancelOpenTrades(of user: UUID, on connection: PostgresConnection) async throws -> Int {
+        let open = try await trades.openTrades(of: user, lock: false, on: connection)
+        _ = try await trades.lockCopies(open.flatMap(\.copyIDs), on: connection)
+        let now = clock.now()
+        let locked = try await trades.openTrades(of: user, lock: true, on: connection)
+        for trade in locked {
+            if trade.state == .accepted { try await copies.release(trade: trade.id, on: connection) }
+            try await trades.setState(trade.id, .cancelled, at: now, expiresAt: nil, on: connection)
+            try await trades.addEvent(trade.id, action: "cancel", state: .cancelled, by: user, at: now, on: connection)
+            if let role = trade.role(of: user) {
+                try await mail.notify(.cancelled, trade: trade.id, recipients: [role.other], on: connection)
+            }
+        }
+        return locked.count
+    }
 }

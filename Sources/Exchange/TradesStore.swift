@@ -82,6 +82,15 @@ struct TradesStore: Sendable {
             """, logger: logger))
     }
 
+    /// Every open trade `user` takes part in (account deletion cancels them); locked unless `lock` is false.
+    func openTrades(of user: UUID, lock: Bool, on connection: PostgresConnection) async throws -> [TradeRecord] {
+        try await Self.records(connection.query("""
+            SELECT \(unescaped: Self.recordColumns) FROM trades t
+            WHERE (t.owner_id = \(user) OR t.requester_id = \(user)) AND t.state IN ('requested', 'accepted')
+            ORDER BY t.id \(unescaped: lock ? "FOR UPDATE" : "")
+            """, logger: logger))
+    }
+
     /// Whether a block stands between the two, and whether the requester already has an open
     /// trade for the copy: one statement, run under the copy's lock.
     func requestChecks(requester: UUID, owner: UUID, copy: UUID, on connection: PostgresConnection) async throws -> (blocked: Bool, open: Bool) {

@@ -17,6 +17,7 @@ package struct ClaimedMessage: Sendable {
 
 package enum OutboxKind: String, Sendable {
     case verifyEmail = "verify_email", passwordReset = "password_reset", contact, trade, alert
+    case accountDeleted = "account_deleted"
 }
 
 /// SQL for the outbox. Writers enqueue on the connection of their own transaction, so the

@@ -16,7 +16,7 @@ package struct SyncRoutes: Sendable {
 
     @Sendable func sync(_ request: Request, context: AppRequestContext) async throws -> Response {
         let user = try context.requireSession().user.id
-        let since = try request.queryText("since", maxLength: 120).map { try SyncToken(encoded: $0) }
+        let since = try request.queryValue("since").map { try SyncToken(encoded: String($0)) }
         var limit = service.policy.defaultLimit
         if let raw = request.queryValue("limit") {
             guard let value = Int(String(raw)), (1...service.policy.maxLimit).contains(value) else {

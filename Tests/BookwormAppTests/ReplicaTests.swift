@@ -10,24 +10,29 @@ import Testing
 /// what a user just wrote stays on the primary, and a replica that goes away is not an outage.
 @Suite(.serialized) struct ReplicaTests {
     @Test func searchesReadTheReplicaAndFallBackToThePrimaryWhenItStops() async throws {
-        // A replica is made from the embedded test cluster; a server named by TEST_DATABASE_URL has none.
-        guard ProcessInfo.processInfo.environment["TEST_DATABASE_URL"].map(\.isEmpty) ?? true else { return }
-        _ = try await TestDatabaseServer.shared.adminSettings()  // the primary runs before it is copied
-        let replica = try await StreamingReplica.start(primaryDataDirectory: TestDatabaseServer.dataDirectory)
+        // Its own primary and replica: the clusters every other test shares are never copied or touched.
+        let primary = try await PrivatePrimary.start()
         do {
-            try await Self.readAndFallBack(replica)
-            try await replica.remove()
+            let replica = try await StreamingReplica.start(primaryDataDirectory: primary.base)
+            do {
+                try await Self.readAndFallBack(primary: primary, replica: replica)
+                try await replica.remove()
+            } catch {
+                try await replica.remove()
+                throw error
+            }
+            try await primary.remove()
         } catch {
-            try await replica.remove()
+            try await primary.remove()
             throw error
         }
     }
 
-    private static func readAndFallBack(_ replica: StreamingReplica) async throws {
-        try await withApp(configure: { config in
-            let database = (try? DatabaseSettings(url: config.databaseURL ?? ""))?.database ?? ""
-            config.databaseReadURL = replica.settings(database: database).connectionURL
-        }) { app in
+    private static func readAndFallBack(primary: PrivatePrimary, replica: StreamingReplica) async throws {
+        var config = Config.forTests(primary.settings)
+        config.migrateOnStart = true
+        config.databaseReadURL = replica.settings(database: primary.settings.database).connectionURL
+        try await withApp(config: config, on: primary.settings) { app in
             let replicaClient = replica.settings(database: app.settings.database).makeClient(poolSize: 1, logger: Logger(label: "replica"))
             try await replicaClient.whileRunning { replicaDB in
                 // The replica is a replica, and it has this test's database (once replay reaches its creation).

@@ -90,6 +90,7 @@ import Testing
                                             throttles: ThrottleStore(client: app.db, logger: logger, clock: app.clock),
                                             outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),
                                             syncLog: SyncStore(client: app.db, logger: logger), sync: SyncPolicy(),
+                                            holds: UsernameHolds(client: app.db, logger: logger),
                                             failedMailRetentionDays: 30, logger: logger, clock: app.clock)
             try await housekeeping.sweep()
             var kept: [String: Bool] = [:]

@@ -23,11 +23,13 @@ import Testing
             let stranger = try await app.register()
             #expect(try await app.request(.put, "/v1/users/\(stranger.username)/block", token: me.token).status == .noContent)
             let trade = try await app.trade(me.token, copy: theirCopy)
+            var blockID = ""
+            for try await id in try await app.db.query("SELECT id FROM blocks").decode(UUID.self) { blockID = id.apiString }
 
             let (changes, _) = try await eventuallySynced(app, me.token, since: nil, count: 7)
             let seen = Set(changes.map { "\($0["type"] as? String ?? "")/\($0["id"] as? String ?? "")" })
             #expect(seen == ["pin/\(pin)", "copy/\(copy)", "reading/\(book)", "wish/\(wish)", "post/\(post)",
-                             "block/\(stranger.id)", "trade/\(trade)"])
+                             "block/\(blockID)", "trade/\(trade)"])
             #expect(changes.allSatisfy { $0["op"] as? String == "upsert" })
             // The same shape as the object's own GET.
             let mine = try await app.request(.get, "/v1/me/copies", token: me.token).jsonObject()["data"] as? [[String: Any]]
@@ -151,14 +153,20 @@ import Testing
         }
     }
 
-    @Test func malformedTokensAndLimitsAreBadRequestsNamingTheField() async throws {
+    @Test func malformedTokensAndLimitsAreRefusedNamingTheField() async throws {
         try await withApp { app in
             let me = try await app.register()
-            for (query, field) in [("since=abc", "since"), ("since=MS4wMDAwLjEuMQ", "since"), ("limit=0", "limit"),
-                                   ("limit=1001", "limit"), ("limit=ten", "limit")] {
+            for (query, field) in [("since=", "since"), ("since=a%2Bb", "since"), ("since=\(String(repeating: "a", count: 121))", "since"),
+                                   ("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit")] {
                 let response = try await app.request(.get, "/v1/sync?\(query)", token: me.token)
                 #expect(response.status == .badRequest, "\(query)")
                 #expect(try response.problemFields() == [field], "\(query)")
+            }
+            // In the token alphabet but not a token of ours: 422, also naming the field.
+            for query in ["since=abc", "since=MS4wMDAwLjEuMQ"] {
+                let response = try await app.request(.get, "/v1/sync?\(query)", token: me.token)
+                #expect(response.status == .unprocessableContent, "\(query)")
+                #expect(try response.problemFields() == ["since"], "\(query)")
             }
             #expect(try await app.request(.get, "/v1/sync?limit=1000", token: me.token).status == .ok)
             #expect(try await app.request(.get, "/v1/sync").status == .unauthorized)

@@ -39,8 +39,12 @@ final class StreamingReplica: Sendable {
             try handle.seekToEnd()
             try handle.write(contentsOf: Data("\nunix_socket_directories = '\(cluster.clusterDirectory)'\nhot_standby = on\n".utf8))
             try handle.close()
-            try cluster.run(bin + "/pg_ctl", ["-D", cluster.clusterDirectory, "-l", cluster.clusterDirectory + "/server.log",
-                                              "-w", "-t", "60", "start"])
+            let log = base + "/server.log"
+            let started = try cluster.runCapturing(bin + "/pg_ctl", ["-D", cluster.clusterDirectory, "-l", log, "-w", "-t", "60", "start"])
+            guard started.status == 0 else {
+                let tail = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(3000)
+                throw EmbeddedPostgres.Failure(description: "the replica did not start: \(started.output)\n\(tail)")
+            }
             return replica
         } catch {
             replica.removeNow()
@@ -68,5 +72,43 @@ final class StreamingReplica: Sendable {
     private func removeNow() {
         stopNow()
         try? FileManager.default.removeItem(atPath: base)
+    }
+}
+
+/// A primary of the replica test's own (its own folder and socket under /tmp), so that nothing
+/// the replica does can reach the cluster every other test shares.
+final class PrivatePrimary: Sendable {
+    let cluster: EmbeddedPostgres
+    let base: String
+    let settings: DatabaseSettings
+
+    private init(cluster: EmbeddedPostgres, base: String, settings: DatabaseSettings) {
+        self.cluster = cluster
+        self.base = base
+        self.settings = settings
+    }
+
+    static func start() async throws -> PrivatePrimary {
+        let base = "/tmp/bwp-" + UUID().uuidString.prefix(8).lowercased()
+        var quiet = Logger(label: "primary")
+        quiet.logLevel = .error
+        let cluster = EmbeddedPostgres(dataDirectory: base, logger: quiet, fastAndLoose: true)
+        do {
+            let settings = try await cluster.start(database: "bookworm")
+            return PrivatePrimary(cluster: cluster, base: base, settings: settings)
+        } catch {
+            try? await offThePool { try? FileManager.default.removeItem(atPath: base) }
+            throw error
+        }
+    }
+
+    func remove() async throws {
+        try await offThePool {
+            if let bin = try? EmbeddedPostgres.binaryDirectory() {
+                _ = try? self.cluster.run(bin + "/pg_ctl", ["-D", self.cluster.clusterDirectory, "-m", "immediate", "-w", "-t", "30", "stop"],
+                                          allowFailure: true)
+            }
+            try? FileManager.default.removeItem(atPath: self.base)
+        }
     }
 }

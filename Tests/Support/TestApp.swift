@@ -121,3 +121,17 @@ func withApp(
         }
     }
 }
+
+/// The real application on a database of the caller's (a private cluster), not a fresh one.
+func withApp(config: Config, on settings: DatabaseSettings, _ body: @Sendable (TestApp) async throws -> Void) async throws {
+    let clock = ManualClock()
+    var config = config
+    config.clock = clock
+    let app = try await buildApplication(config: config)
+    let client = settings.makeClient(poolSize: 2, logger: TestDatabaseServer.shared.logger)
+    try await client.whileRunning { db in
+        try await app.test(.router) { testClient in
+            try await body(TestApp(client: testClient, db: Database.forAdministration(db), settings: settings, clock: clock))
+        }
+    }
+}

@@ -23,6 +23,11 @@ CREATE FUNCTION bookworm_sync_epoch() RETURNS text LANGUAGE sql STABLE AS $$
     WHERE d.datname = current_database()
 $$;
 
+-- A block gets an id of its own, so that its tombstone names the block and not the person blocked
+-- (who may erase their account: nothing may keep their id then).
+ALTER TABLE blocks ADD COLUMN id uuid NOT NULL DEFAULT gen_random_uuid();
+ALTER TABLE blocks ADD CONSTRAINT blocks_id_key UNIQUE (id);
+
 CREATE SEQUENCE sync_changes_id_seq AS bigint;
 CREATE TABLE sync_changes (
     user_id    uuid NOT NULL,
@@ -63,7 +68,7 @@ BEGIN
             WHEN 'reading' THEN old_user := OLD.user_id; old_id := OLD.book_id;
             WHEN 'wish' THEN old_user := OLD.user_id; old_id := OLD.id;
             WHEN 'post' THEN old_user := OLD.author_id; old_id := OLD.id;
-            WHEN 'block' THEN old_user := OLD.blocker_id; old_id := OLD.blocked_id;
+            WHEN 'block' THEN old_user := OLD.blocker_id; old_id := OLD.id;
             WHEN 'trade' THEN
                 old_id := OLD.id;
                 old_user := CASE TG_ARGV[1] WHEN 'owner' THEN OLD.owner_id ELSE OLD.requester_id END;
@@ -76,7 +81,7 @@ BEGIN
             WHEN 'reading' THEN new_user := NEW.user_id; new_id := NEW.book_id;
             WHEN 'wish' THEN new_user := NEW.user_id; new_id := NEW.id;
             WHEN 'post' THEN new_user := NEW.author_id; new_id := NEW.id;
-            WHEN 'block' THEN new_user := NEW.blocker_id; new_id := NEW.blocked_id;
+            WHEN 'block' THEN new_user := NEW.blocker_id; new_id := NEW.id;
             WHEN 'trade' THEN
                 new_id := NEW.id;
                 new_user := CASE TG_ARGV[1] WHEN 'owner' THEN NEW.owner_id ELSE NEW.requester_id END;
@@ -111,6 +116,6 @@ INSERT INTO sync_changes (user_id, kind, object_id, op)
     UNION ALL SELECT user_id, 'reading', book_id, 'upsert' FROM readings
     UNION ALL SELECT user_id, 'wish', id, 'upsert' FROM wishes
     UNION ALL SELECT author_id, 'post', id, 'upsert' FROM posts
-    UNION ALL SELECT blocker_id, 'block', blocked_id, 'upsert' FROM blocks
+    UNION ALL SELECT blocker_id, 'block', id, 'upsert' FROM blocks
     UNION ALL SELECT requester_id, 'trade', id, 'upsert' FROM trades
     UNION ALL SELECT owner_id, 'trade', id, 'upsert' FROM trades;
