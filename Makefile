@@ -2,7 +2,7 @@
 # Both install what is missing first (`make deps`).
 
 SWIFT ?= swift
-APT_PACKAGES := libsodium-dev libcurl4-openssl-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv systemd
+APT_PACKAGES := libsodium-dev libcurl4-openssl-dev zlib1g-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv systemd
 BENCH_PACKAGES := wrk postgresql-15-postgis-3
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -21,7 +21,7 @@ DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
 HADOLINT_VERSION := 2.12.0
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 
-.PHONY: conformance-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf seed stop-test-db clean
+.PHONY: conformance-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -87,6 +87,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench json
 	$(SWIFT) run -c release --skip-build BookwormBench trades
 	$(SWIFT) run -c release --skip-build BookwormBench shelf
+	$(SWIFT) run -c release --skip-build BookwormBench portability
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
@@ -111,6 +112,9 @@ bench-trades: bench-build
 
 bench-shelf: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench shelf
+
+bench-portability: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench portability
 
 seed: deps
 	$(SWIFT) run bookworm seed

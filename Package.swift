@@ -15,6 +15,7 @@ let rooms: [Target.Dependency] = ["BookwormCore", "Mail", "Accounts", "Places", 
                                   "BookwormApp"]
 let testDependencies: [Target.Dependency] = rooms + [
     "BookwormTestSupport",
+    .product(name: "ZIPFoundation", package: "ZIPFoundation"),
     .product(name: "HummingbirdTesting", package: "hummingbird"),
 ]
 
@@ -37,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
     ],
     targets: [
         .systemLibrary(
@@ -74,7 +76,9 @@ let package = Package(
         .target(name: "Discovery", dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog"] + common),
         .target(name: "Exchange", dependencies: ["BookwormCore", "Mail", "Accounts", "Catalog", "Discovery"] + common),
         .target(name: "Portability",
-                dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common),
+                dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange"] + common + [
+                    .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+                ]),
         .target(
             name: "BookwormApp",
             dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability"] + common + [

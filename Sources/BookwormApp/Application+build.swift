@@ -184,6 +184,10 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
                            clock: config.clock, logger: logger)
     SyncRoutes(service: sync).addRoutes(authenticated: authenticated)
+    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
+    ExportRoutes(service: exports).addRoutes(authenticated: authenticated)
+    ImportRoutes(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger))
+        .addRoutes(authenticated: authenticated)
     ErasureRoutes(service: ErasureService(client: client, accounts: accounts, trades: trades, outbox: outbox, templates: templates,
                                           policy: config.erasure, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
@@ -191,22 +195,27 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
                                     syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
-                                    holds: UsernameHolds(client: client, logger: logger),
+                                    holds: UsernameHolds(client: client, logger: logger), exports: exports,
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
                                     clock: config.clock)
     return (router, [housekeeping])
 }
 
 /// The leased-jobs runner with every kind of background work but mail (which has the outbox
-/// worker): trade expiry and loan reminders, alert fan-out and digests. `serve` runs it unless
+/// worker): trade expiry and loan reminders, alert fan-out and digests, imports and exports. `serve` runs it unless
 /// `--no-worker`; so does `worker`.
 func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunner {
     let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
     let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
     let trades = TradesService(client: client, outbox: outbox, templates: templates,
                                policy: config.trades, clock: config.clock, logger: logger)
+    let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
+    let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
     return JobRunner(client: client, handlers: [
         TradeSweep(service: trades),
+        ImportJob(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)),
+        ExportJob(service: ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock,
+                                         logger: logger)),
         AlertFanOut(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
         AlertDigest(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
     ], logger: logger, clock: config.clock)

@@ -31,6 +31,8 @@ package struct Config: Sendable {
     package var sync = SyncPolicy()
     /// Days an erased account's username stays unavailable (`BOOKWORM_USERNAME_HOLD_DAYS`).
     package var erasure = ErasurePolicy()
+    /// Import limits (10 MiB, 20,000 rows) and the records per job run.
+    package var imports = ImportPolicy()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int

@@ -15,6 +15,7 @@ struct Housekeeping: Service {
     let syncLog: SyncStore
     let sync: SyncPolicy
     let holds: UsernameHolds
+    let exports: ExportService
     let failedMailRetentionDays: Int
     let logger: Logger
     let clock: any AppClock
@@ -26,6 +27,7 @@ struct Housekeeping: Service {
         try await outbox.dropFailedContent(olderThanDays: failedMailRetentionDays)
         try await syncLog.purgeTombstones(before: clock.now().addingTimeInterval(-Double(sync.tombstoneDays) * 86400))
         try await holds.lift(before: clock.now())
+        try await exports.dropExpired()
     }
 
     func run() async throws {

@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self]
     )
 }
 
@@ -126,5 +126,21 @@ struct ShelfCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await ShelfBenchmark(wishes: wishes, wishers: wishers, runs: runs, seconds: seconds, port: port).run()
+    }
+}
+
+struct PortabilityCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "portability",
+        abstract: "Full sync of 10,000 objects; the delta of 10 changes (SQL p50/p99); a 10,000-line Goodreads import and others' latency meanwhile.")
+
+    @Option(help: "Copies the syncing user owns (only what is missing is added).") var objects = 10_000
+    @Option(help: "Changes between the full sync and the delta.") var changes = 10
+    @Option(help: "Runs of the delta statement.") var runs = 200
+    @Option(help: "Lines of the Goodreads file.") var lines = 10_000
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await PortabilityBenchmark(objects: objects, changes: changes, runs: runs, lines: lines, port: port).run()
     }
 }

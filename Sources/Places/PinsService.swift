@@ -37,6 +37,23 @@ package struct PinsService: Sendable {
         return pin
     }
 
+    /// An imported pin (a Bookworm export's): the one made from `key` before, or a new one. Under
+    /// the same lock as `create`, so the limit and the single default hold; a second import of
+    /// the same file finds its pins again.
+    package func importPin(owner: UUID, key: String, label: String, kind: PinKind, point: GeoPoint, makeDefault: Bool) async throws -> UUID {
+        try await client.transaction(logger: logger) { connection in
+            let existing = try await pins.lockAll(ownerID: owner, on: connection)
+            if let id = try await pins.imported(key, ownerID: owner, on: connection) { return id }
+            guard existing.count < PlacesValidation.maxPinsPerUser else {
+                throw AppError.conflict(code: "too-many-pins", detail: "At most \(PlacesValidation.maxPinsPerUser) pins per user", field: nil)
+            }
+            let id = try await pins.insert(ownerID: owner, label: label, kind: kind, exact: point, isDefault: false, on: connection)
+            try await pins.setImportKey(key, of: id, on: connection)
+            if existing.isEmpty || makeDefault { try await pins.makeDefault(id, ownerID: owner, on: connection) }
+            return id
+        }
+    }
+
     /// Fields left nil keep their value. Giving up the default hands it to the oldest other
     /// pin; the only pin must stay the default.
     package func update(owner: UUID, id: UUID, label: String?, kind: PinKind?, latitude: Double?, longitude: Double?,

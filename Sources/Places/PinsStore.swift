@@ -41,6 +41,17 @@ package struct PinsStore: Sendable {
         return pins
     }
 
+    /// The pin an import made from `key` before, if any.
+    func imported(_ key: String, ownerID: UUID, on connection: PostgresConnection) async throws -> UUID? {
+        let rows = try await connection.query("SELECT id FROM pins WHERE owner_id = \(ownerID) AND import_key = \(key)", logger: logger)
+        for try await id in rows.decode(UUID.self) { return id }
+        return nil
+    }
+
+    func setImportKey(_ key: String, of id: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("UPDATE pins SET import_key = \(key) WHERE id = \(id)", logger: logger)
+    }
+
     /// Locks and returns the owner's pins (the serialisation point for default changes).
     func lockAll(ownerID: UUID, on connection: PostgresConnection) async throws -> [OwnedPin] {
         let rows = try await connection.query("""

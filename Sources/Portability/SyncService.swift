@@ -11,26 +11,14 @@ import Places
 /// or as a tombstone when it is gone or no longer mine.
 package struct SyncService: Sendable {
     let log: SyncStore
-    let copies: CopiesStore
-    let pins: PinsStore
-    let readings: ReadingsService
-    let wishes: WishesService
-    let trades: TradesService
-    let posts: PostsStore
-    let blocks: BlocksStore
+    let owned: OwnedViews
     let policy: SyncPolicy
     let clock: any AppClock
 
     package init(client: Database, readings: ReadingsService, wishes: WishesService, trades: TradesService,
                  policy: SyncPolicy, clock: any AppClock, logger: Logger) {
         self.log = SyncStore(client: client, logger: logger)
-        self.copies = CopiesStore(client: client, logger: logger)
-        self.pins = PinsStore(client: client, logger: logger)
-        self.readings = readings
-        self.wishes = wishes
-        self.trades = trades
-        self.posts = PostsStore(client: client, logger: logger)
-        self.blocks = BlocksStore(client: client, logger: logger)
+        self.owned = OwnedViews(client: client, readings: readings, wishes: wishes, trades: trades, logger: logger)
         self.policy = policy
         self.clock = clock
     }
@@ -58,26 +46,13 @@ package struct SyncService: Sendable {
         let ids = Dictionary(grouping: rows, by: \.kind).mapValues { $0.map(\.objectID) }
         var views: [String: [UUID: any Encodable & Sendable]] = [:]
         for (kind, objects) in ids {
-            views[kind] = try await self.views(kind: kind, ids: objects, user: user)
+            views[kind] = try await owned.views(kind: kind, ids: objects, user: user)
         }
         return rows.map { row in
             if let view = views[row.kind]?[row.objectID] {
                 return SyncChange(type: row.kind, id: row.objectID, op: "upsert", data: view)
             }
             return SyncChange(type: row.kind, id: row.objectID, op: "delete", data: nil)
-        }
-    }
-
-    private func views(kind: String, ids: [UUID], user: UUID) async throws -> [UUID: any Encodable & Sendable] {
-        switch kind {
-        case "copy": try await copies.owned(ids, owner: user)
-        case "pin": try await pins.owned(ids, ownerID: user)
-        case "reading": try await readings.owned(books: ids, user: user)
-        case "wish": try await wishes.owned(ids, user: user)
-        case "trade": try await trades.views(ids, viewer: user)
-        case "post": try await posts.authored(ids, author: user)
-        case "block": try await blocks.blocked(ids, by: user)
-        default: [:]
         }
     }
 }

@@ -5,6 +5,8 @@ import Logging
 import PostgresNIO
 import Testing
 @testable import Portability
+@testable import Exchange
+@testable import Discovery
 @testable import BookwormCore
 @testable import Mail
 @testable import Accounts
@@ -91,6 +93,12 @@ import Testing
                                             outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),
                                             syncLog: SyncStore(client: app.db, logger: logger), sync: SyncPolicy(),
                                             holds: UsernameHolds(client: app.db, logger: logger),
+                                            exports: ExportService(client: app.db, readings: ReadingsService(client: app.db, clock: app.clock, logger: logger),
+                                                                   wishes: WishesService(client: app.db, policy: WishPolicy(), clock: app.clock, logger: logger),
+                                                                   trades: TradesService(client: app.db, outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),
+                                                                                         templates: MailTemplates(from: "a@example.org", publicBaseURL: "http://localhost"),
+                                                                                         policy: TradePolicy(), clock: app.clock, logger: logger),
+                                                                   clock: app.clock, logger: logger),
                                             failedMailRetentionDays: 30, logger: logger, clock: app.clock)
             try await housekeeping.sweep()
             var kept: [String: Bool] = [:]

@@ -77,6 +77,9 @@ extension AppError {
         }
     }
 
+    /// The problem's `detail`, for messages that quote an error outside HTTP (import reports).
+    package var problemDetail: String { problem.detail }
+
     var extraHeaders: HTTPFields {
         switch self {
         case .throttled(let seconds), .overloaded(let seconds):

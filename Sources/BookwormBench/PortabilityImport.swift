@@ -1,0 +1,111 @@
+import BookwormCore
+import Foundation
+
+struct ImportRun {
+    var lines = 0
+    var seconds = 0.0
+    var created: [String: Int] = [:]
+    var errors = 0
+    var idle = Percentiles([])
+    var during = Percentiles([])
+    var duringCount = 0
+
+    var rowsPerSecond: Double { Double(lines) / max(seconds, 0.001) }
+}
+
+extension PortabilityBenchmark {
+    /// A Goodreads file of `lines` books (half with ISBNs of catalogue books, half new works),
+    /// uploaded by a fresh importer; the server's own worker imports it while another user keeps
+    /// reading the library.
+    func importFile(tools: LoadTools, base: String, database: BenchDatabase) async throws -> ImportRun {
+        let importer = "\(Self.importer)_\(Int(Date().timeIntervalSince1970))"
+        let token = try BenchAccount.token(curl: tools.curl, base: base, username: importer)
+        let readerToken = try BenchAccount.token(curl: tools.curl, base: base, username: Self.reader)
+        let isbns = try database.lines("SELECT isbn13 FROM books WHERE isbn13 IS NOT NULL ORDER BY id LIMIT \(lines / 2)")
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bench-goodreads-\(getpid()).csv").path
+        try Self.goodreads(lines: lines, isbns: isbns).write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+
+        let port = self.port
+        let idle = Samples()
+        let idleUntil = ContinuousClock.now + .seconds(3)
+        onThreads(1) { _ in Self.readLibrary(port: port, token: readerToken, into: idle) { ContinuousClock.now < idleUntil } }
+
+        var run = ImportRun()
+        run.lines = lines
+        let during = Samples()
+        let done = LockedFlag()
+        let reader = Thread { Self.readLibrary(port: port, token: readerToken, into: during) { !done.isSet } }
+        let begun = ContinuousClock.now
+        let answer = try Shell.run(tools.curl, ["-s", "-X", "POST", base + "/v1/me/imports", "-H", "Authorization: Bearer \(token)",
+                                                 "-H", "Content-Type: text/csv", "--data-binary", "@" + path])
+        guard let object = try JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: Any], let id = object["id"] as? String else {
+            throw Shell.Failure(description: "import not started: \(answer.prefix(300))")
+        }
+        reader.start()
+        let connection = try BenchHTTPConnection(port: port)
+        while ContinuousClock.now - begun < .seconds(900) {
+            let status = try connection.send("GET", "/v1/me/imports/\(id)", token: token)
+            if let object = try JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any],
+               ["done", "failed"].contains(object["status"] as? String ?? "") {
+                run.created = object["created"] as? [String: Int] ?? [:]
+                run.errors = (object["errors"] as? [Any])?.count ?? 0
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        run.seconds = (ContinuousClock.now - begun).milliseconds / 1000
+        done.set()
+        try await Task.sleep(for: .milliseconds(200))
+        run.idle = Percentiles(idle.all.latencies)
+        run.during = Percentiles(during.all.latencies)
+        run.duringCount = during.all.latencies.count
+        return run
+    }
+
+    static func goodreads(lines: Int, isbns: [String]) -> String {
+        let header = "Book Id,Title,Author,Author l-f,Additional Authors,ISBN,ISBN13,My Rating,Average Rating,Publisher,Binding,"
+            + "Number of Pages,Year Published,Original Publication Year,Date Read,Date Added,Bookshelves,Bookshelves with positions,"
+            + "Exclusive Shelf,My Review,Spoiler,Private Notes,Read Count,Recommended For,Recommended By,Owned Copies,"
+            + "Original Purchase Date,Original Purchase Location,Condition,Condition Description,BCID"
+        let shelves = ["read", "currently-reading", "to-read", "read"]
+        var text = header + "\r\n"
+        for index in 0..<lines {
+            let isbn = index < isbns.count ? "\"=\"\"\(isbns[index])\"\"\"" : "\"=\"\"\"\"\""
+            let owned = index % 3 == 0 ? "1" : "0"
+            text += "\(900_000 + index),\"Imported Work \(index), a Novel\",Author \(index % 997),,,\"=\"\"\"\"\",\(isbn),0,4.0,,,"
+                + ",,,2020/01/0\(index % 9 + 1),2019/12/01,,,\(shelves[index % 4]),,,,1,,,\(owned),,,,,\r\n"
+        }
+        return text
+    }
+
+    private static func readLibrary(port: Int, token: String, into samples: Samples, while going: () -> Bool) {
+        guard let connection = try? BenchHTTPConnection(port: port) else { return }
+        while going() {
+            let begun = ContinuousClock.now
+            let status = (try? connection.send("GET", "/v1/copies?limit=20", token: token).status) ?? 0
+            samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
+            usleep(5_000)
+        }
+    }
+
+    func report(logRows: Int, full: FullSync, delta: Delta, imported: ImportRun) {
+        let sql = Percentiles(delta.timings)
+        print("")
+        print(Table(rows: [
+            ["measure", "value", "p99 / detail", "reference / target", "met"],
+            ["(a) full sync over HTTP, \(full.objects) objects in \(full.pages) pages of 1,000",
+             String(format: "%.2f s", full.seconds), String(format: "%.0f objects/s", Double(full.objects) / max(full.seconds, 0.001)),
+             "-", "-"],
+            ["(b) delta of \(changes) changes, page statement p50 (\(delta.timings.count) runs, \(logRows) log rows)",
+             String(format: "%.3f ms", sql.p50), String(format: "p99 %.3f ms; %d rows", sql.p99, delta.rows), "p50 <= 5 ms",
+             sql.p50 <= 5 && delta.rows == changes ? "yes" : "NO"],
+            ["(c) import of a \(imported.lines)-line Goodreads file", String(format: "%.0f rows/s", imported.rowsPerSecond),
+             String(format: "%.1f s; created %@; %d errors", imported.seconds, "\(imported.created)", imported.errors), "-", "-"],
+            ["    another user's GET /v1/copies idle", String(format: "%.2f ms", imported.idle.p50),
+             String(format: "p99 %.2f ms", imported.idle.p99), "-", "-"],
+            ["    the same during the import", String(format: "%.2f ms", imported.during.p50),
+             String(format: "p99 %.2f ms (%d requests)", imported.during.p99, imported.duringCount), "-", "-"],
+        ]).render())
+    }
+}

@@ -1,0 +1,107 @@
+import BookwormCore
+import Foundation
+import Logging
+import Places
+import PostgresNIO
+
+/// Imports: the upload is checked (format, size, rows) and stored with its job in one
+/// transaction; the job then imports a chunk per run, each chunk one transaction that moves the
+/// progress, so a crash resumes where it stopped and the user watches `done` grow.
+package struct ImportService: Sendable {
+    let client: Database
+    let store: ImportStore
+    let writer: ImportWriter
+    let pins: PinsService
+    let policy: ImportPolicy
+    let clock: any AppClock
+    let logger: Logger
+
+    package init(client: Database, policy: ImportPolicy, clock: any AppClock, logger: Logger) {
+        self.client = client
+        self.store = ImportStore(client: client, logger: logger)
+        self.writer = ImportWriter(logger: logger)
+        self.pins = PinsService(client: client, logger: logger)
+        self.policy = policy
+        self.clock = clock
+        self.logger = logger
+    }
+
+    static func plan(_ data: Data, format: ImportFormat, maxRows: Int) throws -> ImportPlan {
+        switch format {
+        case .goodreads: try GoodreadsImport.plan(data, maxRows: maxRows)
+        case .librarything: try LibraryThingImport.plan(data, maxRows: maxRows)
+        case .bookworm: try BookwormImport.plan(data, maxRows: maxRows)
+        }
+    }
+
+    func start(user: UUID, format: ImportFormat, data: Data) async throws -> ImportView {
+        let plan = try Self.plan(data, format: format, maxRows: policy.maxRows)
+        let now = clock.now()
+        let id = try await client.transaction(logger: logger) { connection in
+            try await store.create(user: user, format: format, payload: data, total: plan.total, now: now, on: connection)
+        }
+        guard let id else {
+            throw AppError.conflict(code: "import_in_progress", detail: "An import of yours is still running: wait for it to finish", field: nil)
+        }
+        return try await view(id, user: user)
+    }
+
+    func view(_ id: UUID, user: UUID) async throws -> ImportView {
+        guard let view = try await store.view(id, user: user) else { throw AppError.notFound("No import with id \(id.apiString)") }
+        return view
+    }
+
+    /// One chunk; true when the import is finished.
+    func runChunk(_ id: UUID) async throws -> Bool {
+        guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
+        let plan: ImportPlan
+        do { plan = try Self.plan(snapshot.payload, format: snapshot.format, maxRows: policy.maxRows) } catch {
+            try await store.fail(id, message: "the file can no longer be read", now: clock.now())
+            return true
+        }
+        let pinIDs = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
+        return try await client.transaction(logger: logger) { connection in
+            guard let pending = try await store.lockPending(id, on: connection) else { return true }
+            let context = ImportWriter.Context(user: pending.user, defaultPin: try await writer.defaultPin(of: pending.user, on: connection),
+                                               pins: pinIDs.0, now: clock.now())
+            var outcome = ImportOutcome()
+            if pending.done == 0 { outcome.errors = plan.errors + pinIDs.1 }
+            let chunk = plan.records.dropFirst(max(0, pending.done - plan.errors.count)).prefix(policy.chunk)
+            var skipped = 0
+            for record in chunk {
+                let one = try await writer.apply(record, context, on: connection)
+                outcome.books += one.books
+                outcome.copies += one.copies
+                outcome.readings += one.readings
+                outcome.wishes += one.wishes
+                outcome.errors += one.errors
+                if one.createdNothing && one.errors.isEmpty { skipped += 1 }
+            }
+            let done = (pending.done == 0 ? plan.errors.count : pending.done) + chunk.count
+            let finished = done >= plan.total
+            try await store.progress(id, done: done, outcome: outcome, skipped: skipped, finished: finished, now: clock.now(), on: connection)
+            return finished
+        }
+    }
+
+    /// A Bookworm export's pins, found again by their import key or made.
+    private func importPins(_ exported: [ImportPin], user: UUID) async throws -> ([String: UUID], [ImportLineError]) {
+        var ids: [String: UUID] = [:]
+        var errors: [ImportLineError] = []
+        for pin in exported {
+            guard let kind = PinKind(rawValue: pin.kind), !pin.label.isEmpty, (-90...90).contains(pin.latitude),
+                  (-180...180).contains(pin.longitude) else {
+                errors.append(ImportLineError(line: pin.line, message: "pins.json: not a valid pin"))
+                continue
+            }
+            do {
+                ids[pin.key] = try await pins.importPin(owner: user, key: pin.key, label: pin.label, kind: kind,
+                                                        point: GeoPoint(latitude: pin.latitude, longitude: pin.longitude),
+                                                        makeDefault: pin.isDefault)
+            } catch let error as AppError {
+                errors.append(ImportLineError(line: pin.line, message: "pins.json: \(error.problemDetail)"))
+            }
+        }
+        return (ids, errors)
+    }
+}

@@ -1,0 +1,86 @@
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// SQL for imports: the upload and its progress, and what one record makes.
+struct ImportStore: Sendable {
+    let client: Database
+    let logger: Logger
+
+    /// The import row and its job, in the caller's transaction; nil when one of the user's
+    /// imports is still queued or running (the user row's lock makes that check race-free).
+    func create(user: UUID, format: ImportFormat, payload: Data, total: Int, now: Date, on connection: PostgresConnection) async throws -> UUID? {
+        try await connection.query("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE", logger: logger)
+        let active = try await connection.query("SELECT 1 FROM imports WHERE user_id = \(user) AND status IN ('queued', 'running')",
+                                                logger: logger)
+        for try await _ in active { return nil }
+        let rows = try await connection.query("""
+            INSERT INTO imports (user_id, format, payload, total, created_at)
+            VALUES (\(user), \(format.rawValue), \(ByteBuffer(bytes: payload)), \(total), \(now))
+            RETURNING id
+            """, logger: logger)
+        for try await id in rows.decode(UUID.self) {
+            try await connection.query("INSERT INTO jobs (kind, key, run_at) VALUES ('imports.run', \(id.apiString), '-infinity')",
+                                       logger: logger)
+            return id
+        }
+        throw AppError.unavailable("import insert returned no row")
+    }
+
+    func view(_ id: UUID, user: UUID) async throws -> ImportView? {
+        let rows = try await client.query("""
+            SELECT id, format, status, total, done, created_books, created_copies, created_readings, created_wishes, skipped,
+                   errors::text, created_at, finished_at
+            FROM imports WHERE id = \(id) AND user_id = \(user)
+            """, logger: logger)
+        for try await row in rows.decode((UUID, String, String, Int, Int, Int, Int, Int, Int, Int, String, Date, Date?).self) {
+            let errors = ((try? JSONDecoder().decode([ImportLineError].self, from: Data(row.10.utf8))) ?? []).sorted { $0.line < $1.line }
+            return ImportView(id: row.0, format: row.1, status: row.2, total: row.3, done: row.4,
+                              created: .init(books: row.5, copies: row.6, readings: row.7, wishes: row.8),
+                              skipped: row.9, errors: errors, createdAt: row.11, finishedAt: row.12)
+        }
+        return nil
+    }
+
+    struct Pending: Sendable {
+        let user: UUID
+        let format: ImportFormat
+        let payload: Data
+        let done: Int
+    }
+
+    /// The import to continue, locked; nil when it is finished (or gone with its user).
+    func lockPending(_ id: UUID, on connection: PostgresConnection) async throws -> Pending? {
+        let rows = try await connection.query("""
+            SELECT user_id, format, payload, done FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
+            """, logger: logger)
+        for try await (user, format, payload, done) in rows.decode((UUID, String, ByteBuffer?, Int).self) {
+            guard let format = ImportFormat(rawValue: format), let payload else { return nil }
+            return Pending(user: user, format: format, payload: Data(payload.readableBytesView), done: done)
+        }
+        return nil
+    }
+
+    func progress(_ id: UUID, done: Int, outcome: ImportOutcome, skipped: Int, finished: Bool, now: Date,
+                  on connection: PostgresConnection) async throws {
+        let errors = String(decoding: try JSONEncoder().encode(outcome.errors), as: UTF8.self)
+        try await connection.query("""
+            UPDATE imports SET status = \(finished ? "done" : "running"), done = \(done),
+                created_books = created_books + \(outcome.books), created_copies = created_copies + \(outcome.copies),
+                created_readings = created_readings + \(outcome.readings), created_wishes = created_wishes + \(outcome.wishes),
+                skipped = skipped + \(skipped), errors = errors || \(errors)::jsonb,
+                payload = CASE WHEN \(finished) THEN NULL ELSE payload END,
+                finished_at = CASE WHEN \(finished) THEN \(now) ELSE NULL END
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    func fail(_ id: UUID, message: String, now: Date) async throws {
+        let errors = String(decoding: try JSONEncoder().encode([ImportLineError(line: 1, message: message)]), as: UTF8.self)
+        try await client.query("""
+            UPDATE imports SET status = 'failed', payload = NULL, finished_at = \(now), errors = errors || \(errors)::jsonb
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+}

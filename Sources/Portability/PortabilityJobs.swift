@@ -1,0 +1,36 @@
+import BookwormCore
+import Foundation
+import Logging
+
+/// `imports.run`: one chunk per run, again at once until the import is finished.
+package struct ImportJob: JobHandler {
+    package let kind = "imports.run"
+    package let recurringKey: String? = nil
+    let service: ImportService
+
+    package init(service: ImportService) {
+        self.service = service
+    }
+
+    package func run(_ job: ClaimedJob) async throws -> JobOutcome {
+        guard let id = UUID(uuidString: job.key) else { return .done }
+        return try await service.runChunk(id) ? .done : .again(at: service.clock.now())
+    }
+}
+
+/// `exports.build`: the whole archive in one run.
+package struct ExportJob: JobHandler {
+    package let kind = "exports.build"
+    package let recurringKey: String? = nil
+    let service: ExportService
+
+    package init(service: ExportService) {
+        self.service = service
+    }
+
+    package func run(_ job: ClaimedJob) async throws -> JobOutcome {
+        guard let id = UUID(uuidString: job.key) else { return .done }
+        try await service.build(id)
+        return .done
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import HummingbirdTesting
+import Testing
+import ZIPFoundation
+@testable import BookwormCore
+@testable import Portability
+@testable import BookwormTestSupport
+
+/// `POST /v1/me/exports`: a zip of everything of mine, once a day, mine alone, for 72 hours.
+@Suite struct ExportTests {
+    @Test func anExportHoldsEveryKindAndRestoresIntoAFreshAccount() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token, label: "Home", latitude: 48.8566, longitude: 2.3522)
+            try await app.addPin(me.token, label: "Café", latitude: 48.86, longitude: 2.34, kind: "meetup")
+            let first = try #require(try await app.addCopy(me.token, title: "Le Petit Prince", authors: ["Antoine de Saint-Exupéry"],
+                                                          isbn: "9780156012195")["id"] as? String)
+            try await app.db.query("INSERT INTO photos (id, content_type, bytes) VALUES (repeat('b', 64), 'image/png', '\\x89504e47')")
+            try await app.db.query("UPDATE copies SET photo_id = repeat('b', 64) WHERE id = \(UUID(uuidString: first))")
+            try await app.addCopy(me.token, title: "Un livre sans ISBN", authors: ["Anonyme"], condition: "fair")
+            let book = try #require((try await app.addCopy(me.token, title: "L'Étranger", authors: ["Albert Camus"])["book"]
+                as? [String: Any])?["id"] as? String)
+            _ = try await app.request(.put, "/v1/me/readings/\(book)", json: ["state": "finished", "finished_on": "2024-05-01"], token: me.token)
+            _ = try await app.wish(me.token, book: book, extra: ["radius_km": 40])
+
+            let started = try await app.request(.post, "/v1/me/exports", token: me.token)
+            #expect(started.status == .accepted)
+            let id = try #require(try started.jsonObject()["id"] as? String)
+            #expect(try await app.request(.post, "/v1/me/exports", token: me.token).status == .tooManyRequests)
+            try await app.runAllJobs()
+            let status = try await app.request(.get, "/v1/me/exports/\(id)", token: me.token).jsonObject()
+            #expect(status["status"] as? String == "done")
+            let url = try #require(status["download_url"] as? String)
+            let download = try await app.request(.get, url, token: me.token)
+            #expect(download.status == .ok)
+            #expect(download.headers[.contentType] == "application/zip")
+            let zip = Data(download.body.readableBytesView)
+
+            let archive = try Archive(data: zip, accessMode: .read)
+            let names = Set(archive.map(\.path))
+            #expect(names.isSuperset(of: ["README.txt", "profile.json", "pins.json", "copies.json", "readings.json", "wishes.json",
+                                          "trades.json", "posts.json", "blocks.json", "photos/\(String(repeating: "b", count: 64)).png"]))
+            var pinsJSON = Data()
+            _ = try archive.extract(try #require(archive["pins.json"])) { pinsJSON.append($0) }
+            let pins = try JSONSerialization.jsonObject(with: pinsJSON) as? [[String: Any]]
+            #expect(pins?.contains { $0["latitude"] as? Double == 48.8566 } == true)  // the exact point: it is mine
+
+            // Nobody else sees it or downloads it.
+            let other = try await app.register()
+            #expect(try await app.request(.get, "/v1/me/exports/\(id)", token: other.token).status == .notFound)
+            #expect(try await app.request(.get, url, token: other.token).status == .notFound)
+
+            // Into a fresh account: pins, copies, readings and wishes come back; twice makes nothing twice.
+            let fresh = try await app.register()
+            let imported = try await app.importFile(fresh.token, zip, contentType: "application/zip")
+            try await app.runAllJobs()
+            let report = try await app.importStatus(fresh.token, imported)
+            #expect(report["status"] as? String == "done")
+            #expect((report["errors"] as? [Any])?.isEmpty == true, "\(report)")
+            for table in ["pins WHERE owner_id", "copies WHERE owner_id", "readings WHERE user_id", "wishes WHERE user_id"] {
+                let mine = try await app.count("SELECT count(*)::int8 FROM \(table) = $USER", user: me.id)
+                let theirs = try await app.count("SELECT count(*)::int8 FROM \(table) = $USER", user: fresh.id)
+                #expect(mine == theirs, "\(table)")
+            }
+            let restored = try await app.request(.get, "/v1/me/pins", token: fresh.token).jsonObject()["data"] as? [[String: Any]]
+            #expect(restored?.first { $0["is_default"] as? Bool == true }?["label"] as? String == "Home")
+            let again = try await app.importFile(fresh.token, zip, contentType: "application/zip")
+            try await app.runAllJobs()
+            #expect(try await app.importStatus(fresh.token, again)["created"] as? [String: Int]
+                    == ["books": 0, "copies": 0, "readings": 0, "wishes": 0])
+            #expect(try await app.count("SELECT count(*)::int8 FROM pins WHERE owner_id = $USER", user: fresh.id) == 2)
+
+            // After 72 hours the archive is gone; a day after the first, a new export may be asked for.
+            app.clock.advance(by: 73 * 3600)
+            let login = try await app.request(.post, "/v1/auth/login", json: ["login": me.username, "password": me.password])
+            let token = try #require(try login.jsonObject()["token"] as? String)
+            #expect(try await app.request(.get, url, token: token).status == .gone)
+            #expect(try await app.request(.post, "/v1/me/exports", token: token).status == .accepted)
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import HummingbirdTesting
+import Testing
+@testable import BookwormCore
+@testable import Portability
+@testable import BookwormTestSupport
+
+/// `POST /v1/me/imports`: Goodreads and LibraryThing exports with the quirks real files have.
+@Suite struct ImportTests {
+    /// A Goodreads export: 7 records on lines 2–9 (the header is line 1; the sixth spans lines 7 and 8).
+    static func goodreadsFile() -> Data {
+        let rows = [
+            TestApp.goodreadsRow(["Book Id": "2767052", "Title": "The Hunger Games (The Hunger Games, #1)", "Author": "Suzanne Collins",
+                                  "ISBN": "=\"0439023483\"", "ISBN13": "=\"9780439023481\"", "Date Read": "2012/03/01",
+                                  "Exclusive Shelf": "read", "Owned Copies": "1"]),
+            TestApp.goodreadsRow(["Book Id": "24280", "Title": "Les Misérables", "Author": "Victor Hugo", "ISBN": "=\"\"",
+                                  "ISBN13": "=\"\"", "Exclusive Shelf": "to-read", "Owned Copies": "0"]),
+            TestApp.goodreadsRow(["Book Id": "5", "Title": "Bad Checksum", "Author": "Some One", "ISBN13": "=\"9780439023482\"",
+                                  "Exclusive Shelf": "read", "Owned Copies": "1"]),
+            TestApp.goodreadsRow(["Book Id": "2767052", "Title": "The Hunger Games (The Hunger Games, #1)", "Author": "Suzanne Collins",
+                                  "ISBN": "=\"0439023483\"", "ISBN13": "=\"9780439023481\"", "Exclusive Shelf": "read", "Owned Copies": "1"]),
+            TestApp.goodreadsRow(["Book Id": "656", "Title": "Война и мир", "Author": "Лев Толстой", "ISBN13": "=\"\"",
+                                  "Exclusive Shelf": "currently-reading", "Owned Copies": "2", "Condition": "Like New"]),
+            TestApp.goodreadsRow(["Book Id": "77", "Title": "Quoted \"Title\", with\na line break", "Author": "Ann Author",
+                                  "Additional Authors": "Bob Second, Cy Third", "Exclusive Shelf": "read", "Owned Copies": "0"]),
+            "1,2,3",
+        ]
+        return Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\r\n").utf8 + Data("\r\n".utf8))
+    }
+
+    @Test func aGoodreadsExportBecomesShelfCopiesAndWishesAndASecondRunCreatesNothing() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token)
+            // A book without ISBN someone already listed: the import finds it by its work.
+            let other = try await app.register()
+            let hugo = try #require((try await app.addCopy(other.token, title: "Les misérables", authors: ["Victor HUGO"])["book"]
+                as? [String: Any])?["id"] as? String)
+
+            let id = try await app.importFile(me.token, Self.goodreadsFile(), contentType: "text/csv")
+            #expect(try await app.importStatus(me.token, id)["status"] as? String == "queued")
+            // Two records per run: progress moves run by run.
+            let runner = app.portabilityRunner(chunk: 2)
+            try await runner.runDue()
+            let partway = try await app.importStatus(me.token, id)
+            #expect(partway["status"] as? String == "running")
+            #expect(partway["total"] as? Int == 7)
+            let firstDone = try #require(partway["done"] as? Int)
+            #expect(firstDone > 0 && firstDone < 7)
+            while try await runner.runDue() > 0 {}
+
+            let status = try await app.importStatus(me.token, id)
+            #expect(status["status"] as? String == "done")
+            #expect(status["done"] as? Int == 7)
+            let created = status["created"] as? [String: Int]
+            #expect(created == ["books": 3, "copies": 3, "readings": 4, "wishes": 1])
+            #expect(status["skipped"] as? Int == 1)
+            let errors = status["errors"] as? [[String: Any]] ?? []
+            #expect(errors.compactMap { $0["line"] as? Int } == [4, 9])
+            #expect((errors.first?["message"] as? String)?.contains("check digit") == true)
+
+            let shelf = try await app.request(.get, "/v1/me/readings?limit=100", token: me.token).jsonObject()["data"] as? [[String: Any]] ?? []
+            let titles = Set(shelf.compactMap { ($0["book"] as? [String: Any])?["title"] as? String })
+            #expect(titles == ["The Hunger Games (The Hunger Games, #1)", "Les misérables", "Война и мир", "Quoted \"Title\", with a line break"])
+            #expect(shelf.contains { ($0["book"] as? [String: Any])?["id"] as? String == hugo && $0["state"] as? String == "interested" })
+            let copies = try await app.request(.get, "/v1/me/copies?limit=100", token: me.token).jsonObject()["data"] as? [[String: Any]] ?? []
+            #expect(copies.filter { $0["condition"] as? String == "like_new" }.count == 2)
+
+            // The same file again: nothing twice.
+            let again = try await app.importFile(me.token, Self.goodreadsFile(), contentType: "text/csv")
+            try await app.runAllJobs()
+            let second = try await app.importStatus(me.token, again)
+            #expect(second["created"] as? [String: Int] == ["books": 0, "copies": 0, "readings": 0, "wishes": 0])
+            #expect(try await app.count("SELECT count(*)::int8 FROM copies WHERE owner_id = $USER", user: me.id) == 3)
+        }
+    }
+
+    @Test func aLibraryThingExportNamesTheLineOfABookItCannotImport() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token)
+            let json = """
+                {
+                  "101": {
+                    "books_id": "101",
+                    "title": "The Left Hand of Darkness",
+                    "authors": [{"lf": "Le Guin, Ursula K.", "fl": "Ursula K. Le Guin", "role": "Author"}],
+                    "isbn": {"0": "0441478123", "2": "9780441478125"},
+                    "collections": ["Your library"]
+                  },
+                  "102": {
+                    "books_id": "102",
+                    "title": "Kindred",
+                    "primaryauthor": "Butler, Octavia E.",
+                    "collections": ["Wishlist", "To read"]
+                  },
+                  "103": {
+                    "books_id": "103",
+                    "title": "",
+                    "collections": ["Your library"]
+                  }
+                }
+                """
+            let id = try await app.importFile(me.token, Data(json.utf8), contentType: "application/json")
+            try await app.runAllJobs()
+            let status = try await app.importStatus(me.token, id)
+            #expect(status["status"] as? String == "done")
+            #expect(status["created"] as? [String: Int] == ["books": 2, "copies": 1, "readings": 1, "wishes": 1])
+            #expect((status["errors"] as? [[String: Any]])?.compactMap { $0["line"] as? Int } == [15])
+            let wishes = try await app.request(.get, "/v1/me/wishes", token: me.token).jsonObject()["data"] as? [[String: Any]]
+            #expect((wishes?.first?["book"] as? [String: Any])?["authors"] as? [String] == ["Octavia E. Butler"])
+        }
+    }
+
+    @Test func tooLargeTooLongForeignOrConcurrentUploadsAreRefused() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let big = Data(repeating: 0x41, count: (10 << 20) + 1)
+            #expect(try await app.startImport(me.token, big, contentType: "text/csv").status == .contentTooLarge)
+            let rows = (0...20_000).map { TestApp.goodreadsRow(["Book Id": "\($0)", "Title": "T\($0)", "Author": "A"]) }
+            let long = Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8)
+            let tooLong = try await app.startImport(me.token, long, contentType: "text/csv")
+            #expect(tooLong.status == .badRequest)
+            #expect(try tooLong.problemFields() == ["file"])
+            let foreign = try await app.startImport(me.token, Data("title,author\nA,B\n".utf8), contentType: "text/csv")
+            #expect(foreign.status == .unprocessableContent)
+            #expect(try foreign.problemFields() == ["file"])
+            #expect(try await app.startImport(me.token, Data("x".utf8), contentType: "text/plain").status == .unsupportedMediaType)
+            #expect(try await app.startImport(me.token, Data("not a zip".utf8), contentType: "application/zip").status == .unprocessableContent)
+            _ = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let second = try await app.startImport(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            #expect(second.status == .conflict)
+            // Someone else's import is not mine to see.
+            let other = try await app.register()
+            let theirs = try await app.importFile(other.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            #expect(try await app.request(.get, "/v1/me/imports/\(theirs)", token: me.token).status == .notFound)
+        }
+    }
+}
