@@ -181,6 +181,23 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     MapRoutes(map: MapStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
     WishesRoutes(service: wishes).addRoutes(authenticated: authenticated)
+    let exports = addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, trades: trades,
+                                       readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
+    PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
+        .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
+    let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
+                                    syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
+                                    holds: UsernameHolds(client: client, logger: logger), exports: exports,
+                                    failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
+                                    clock: config.clock)
+    return (router, [housekeeping])
+}
+
+/// Sync, import, export and account erasure (the Portability room), on `authenticated`; returns
+/// the export service, whose expired archives housekeeping drops.
+func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, accounts: AccountsService,
+                          trades: TradesService, readings: ReadingsService, wishes: WishesService, outbox: OutboxStore,
+                          templates: MailTemplates, logger: Logger) -> ExportService {
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
                            clock: config.clock, logger: logger)
     SyncRoutes(service: sync).addRoutes(authenticated: authenticated)
@@ -191,14 +208,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     ErasureRoutes(service: ErasureService(client: client, accounts: accounts, trades: trades, outbox: outbox, templates: templates,
                                           policy: config.erasure, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
-    PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
-        .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
-                                    syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
-                                    holds: UsernameHolds(client: client, logger: logger), exports: exports,
-                                    failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
-                                    clock: config.clock)
-    return (router, [housekeeping])
+    return exports
 }
 
 /// The leased-jobs runner with every kind of background work but mail (which has the outbox
