@@ -11,6 +11,7 @@ package struct ImportService: Sendable {
     let client: Database
     let store: ImportStore
     let writer: ImportWriter
+    let batch: ImportBatch
     let pins: PinsService
     let policy: ImportPolicy
     let clock: any AppClock
@@ -20,6 +21,7 @@ package struct ImportService: Sendable {
         self.client = client
         self.store = ImportStore(client: client, logger: logger)
         self.writer = ImportWriter(logger: logger)
+        self.batch = ImportBatch(logger: logger)
         self.pins = PinsService(client: client, logger: logger)
         self.policy = policy
         self.clock = clock
@@ -68,8 +70,7 @@ package struct ImportService: Sendable {
             if pending.done == 0 { outcome.errors = plan.errors + pinIDs.1 }
             let chunk = plan.records.dropFirst(max(0, pending.done - plan.errors.count)).prefix(policy.chunk)
             var skipped = 0
-            for record in chunk {
-                let one = try await writer.apply(record, context, on: connection)
+            for one in try await apply(Array(chunk), context, on: connection) {
                 outcome.books += one.books
                 outcome.copies += one.copies
                 outcome.readings += one.readings
@@ -81,6 +82,26 @@ package struct ImportService: Sendable {
             let finished = done >= plan.total
             try await store.progress(id, done: done, outcome: outcome, skipped: skipped, finished: finished, now: clock.now(), on: connection)
             return finished
+        }
+    }
+
+    /// The chunk in a few set-based statements; if one fails, record by record under savepoints,
+    /// so a record the database refuses is reported on its line and the others still go in.
+    private func apply(_ records: [ImportRecord], _ context: ImportWriter.Context, on connection: PostgresConnection) async throws
+        -> [ImportOutcome]
+    {
+        try await store.savepoint("import_batch", on: connection)
+        do {
+            let outcomes = try await batch.apply(records, context, on: connection)
+            try await store.release("import_batch", on: connection)
+            return outcomes
+        } catch let error as PSQLError {
+            try await store.rollback(to: "import_batch", on: connection)
+            logger.warning("import batch refused; importing record by record",
+                           metadata: ["error": .string(error.serverInfo?[.message] ?? "\(error.code)")])
+            var outcomes: [ImportOutcome] = []
+            for record in records { outcomes.append(try await writer.apply(record, context, on: connection)) }
+            return outcomes
         }
     }
 

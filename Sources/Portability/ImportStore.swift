@@ -76,6 +76,18 @@ struct ImportStore: Sendable {
             """, logger: logger)
     }
 
+    func savepoint(_ name: String, on connection: PostgresConnection) async throws {
+        try await connection.query(PostgresQuery(unsafeSQL: "SAVEPOINT \(name)"), logger: logger)
+    }
+
+    func release(_ name: String, on connection: PostgresConnection) async throws {
+        try await connection.query(PostgresQuery(unsafeSQL: "RELEASE SAVEPOINT \(name)"), logger: logger)
+    }
+
+    func rollback(to name: String, on connection: PostgresConnection) async throws {
+        try await connection.query(PostgresQuery(unsafeSQL: "ROLLBACK TO SAVEPOINT \(name)"), logger: logger)
+    }
+
     func fail(_ id: UUID, message: String, now: Date) async throws {
         let errors = String(decoding: try JSONEncoder().encode([ImportLineError(line: 1, message: message)]), as: UTF8.self)
         try await client.query("""

@@ -112,6 +112,33 @@ import Testing
         }
     }
 
+    @Test func aRecordTheDatabaseRefusesCostsOnlyItsOwnLine() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            // A rule of this database alone refuses one copy: the batch fails, record by record goes on.
+            try await app.db.query("""
+                CREATE FUNCTION refuse_cursed() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN IF NEW.notes = 'cursed' THEN RAISE EXCEPTION 'cursed copy'; END IF; RETURN NEW; END $$
+                """)
+            try await app.db.query("CREATE TRIGGER refuse_cursed BEFORE INSERT ON copies FOR EACH ROW EXECUTE FUNCTION refuse_cursed()")
+            let rows = [
+                TestApp.goodreadsRow(["Book Id": "1", "Title": "Fine Book", "Author": "A Writer", "Exclusive Shelf": "read", "Owned Copies": "1"]),
+                TestApp.goodreadsRow(["Book Id": "2", "Title": "Cursed Book", "Author": "B Writer", "Exclusive Shelf": "read",
+                                      "Owned Copies": "1", "Condition Description": "cursed"]),
+                TestApp.goodreadsRow(["Book Id": "3", "Title": "Another Fine Book", "Author": "C Writer", "Owned Copies": "1"]),
+            ]
+            let file = Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8)
+            let id = try await app.importFile(me.token, file, contentType: "text/csv")
+            try await app.runAllJobs()
+            let status = try await app.importStatus(me.token, id)
+            #expect(status["status"] as? String == "done")
+            #expect(status["created"] as? [String: Int] == ["books": 2, "copies": 2, "readings": 1, "wishes": 0])
+            let errors = status["errors"] as? [[String: Any]] ?? []
+            #expect(errors.compactMap { $0["line"] as? Int } == [3])
+            #expect((errors.first?["message"] as? String)?.contains("cursed copy") == true)
+        }
+    }
+
     @Test func tooLargeTooLongForeignOrConcurrentUploadsAreRefused() async throws {
         try await withApp { app in
             let me = try await app.register()

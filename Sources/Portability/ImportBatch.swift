@@ -1,0 +1,108 @@
+import BookwormCore
+import Catalog
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A chunk of import records in a handful of set-based statements (books by ISBN, books by work,
+/// copies, readings, wishes), instead of a handful per record. The outcome is the same as
+/// `ImportWriter.apply` record by record, which the service falls back to when a statement of
+/// the batch fails, so one bad record costs only itself.
+struct ImportBatch: Sendable {
+    let logger: Logger
+
+    func apply(_ records: [ImportRecord], _ context: ImportWriter.Context, on connection: PostgresConnection) async throws -> [ImportOutcome] {
+        var outcomes = records.map { _ in ImportOutcome() }
+        var books: [Int: UUID] = [:]
+        var isbns: [Int: String] = [:]
+        for (index, record) in records.enumerated() {
+            guard let raw = record.isbn, !raw.isEmpty else { continue }
+            do { isbns[index] = try ISBN(raw).isbn13 } catch {
+                outcomes[index].errors.append(ImportLineError(line: record.line, message: "ISBN \(raw.prefix(20)) \(error.message)"))
+            }
+        }
+        let usable = records.indices.filter { outcomes[$0].errors.isEmpty }
+        let byISBN = usable.filter { isbns[$0] != nil }, byWork = usable.filter { isbns[$0] == nil }
+        var createdBooks = Set<UUID>()
+        try await booksByISBN(byISBN.map { (isbns[$0] ?? "", records[$0]) }, into: &createdBooks, on: connection)
+            .enumerated().forEach { books[byISBN[$0.offset]] = $0.element }
+        try await booksByWork(byWork.map { records[$0] }, into: &createdBooks, on: connection)
+            .enumerated().forEach { books[byWork[$0.offset]] = $0.element }
+        // Each new book counts once, on the first record that names it.
+        var counted = Set<UUID>()
+        for index in usable {
+            if let book = books[index], createdBooks.contains(book), counted.insert(book).inserted { outcomes[index].books = 1 }
+        }
+        try await copies(records, books: books, context, into: &outcomes, on: connection)
+        try await readings(records, books: books, context, into: &outcomes, on: connection)
+        try await wishes(records, books: books, context, into: &outcomes, on: connection)
+        return outcomes
+    }
+
+    private static func authorsJSON(_ authors: [String]) -> String {
+        String(decoding: (try? JSONEncoder().encode(authors)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+
+    /// The book of each ISBN, inserted when missing (in input order).
+    private func booksByISBN(_ input: [(isbn: String, record: ImportRecord)], into created: inout Set<UUID>,
+                             on connection: PostgresConnection) async throws -> [UUID] {
+        guard !input.isEmpty else { return [] }
+        let rows = try await connection.query("""
+            WITH input AS (
+                SELECT ord, isbn, title, ARRAY(SELECT jsonb_array_elements_text(a::jsonb)) AS authors
+                FROM unnest(\(input.indices.map { $0 })::int8[], \(input.map(\.isbn))::text[], \(input.map(\.record.title))::text[],
+                            \(input.map { Self.authorsJSON($0.record.authors) })::text[]) AS t(ord, isbn, title, a)),
+            inserted AS (
+                INSERT INTO books (isbn13, title, authors)
+                SELECT DISTINCT ON (isbn) isbn, title, authors FROM input ORDER BY isbn, ord
+                ON CONFLICT (isbn13) DO NOTHING RETURNING id, isbn13)
+            SELECT i.ord, coalesce(n.id, b.id), n.id IS NOT NULL
+            FROM input i LEFT JOIN inserted n ON n.isbn13 = i.isbn LEFT JOIN books b ON b.isbn13 = i.isbn
+            ORDER BY i.ord
+            """, logger: logger)
+        var ids: [UUID] = []
+        for try await (_, id, new) in rows.decode((Int64, UUID, Bool).self) {
+            ids.append(id)
+            if new { created.insert(id) }
+        }
+        return ids
+    }
+
+    /// The oldest book of each record's work, made when there is none, under locks on those works
+    /// (taken in one order, so two imports never deadlock or make a work twice).
+    private func booksByWork(_ records: [ImportRecord], into created: inout Set<UUID>, on connection: PostgresConnection) async throws -> [UUID] {
+        guard !records.isEmpty else { return [] }
+        let titles = records.map(\.title), authors = records.map { Self.authorsJSON($0.authors) }
+        let input = """
+            SELECT ord, title, authors, bookworm_work_key(title, authors) AS key FROM (
+                SELECT ord, title, ARRAY(SELECT jsonb_array_elements_text(a::jsonb)) AS authors
+                FROM unnest($1::int8[], $2::text[], $3::text[]) AS t(ord, title, a)) x
+            """
+        var binds = PostgresBindings()
+        binds.append(records.indices.map { Int64($0) })
+        binds.append(titles)
+        binds.append(authors)
+        try await connection.query(PostgresQuery(unsafeSQL: """
+            SELECT pg_advisory_xact_lock(hashtext('work:' || key)) FROM (SELECT DISTINCT key FROM (\(input)) k ORDER BY key) l
+            """, binds: binds), logger: logger)
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: """
+            WITH keyed AS (\(input)),
+            found AS (
+                SELECT DISTINCT ON (b.work_key) b.work_key, b.id FROM books b
+                WHERE b.work_key IN (SELECT key FROM keyed) ORDER BY b.work_key, b.created_at, b.id),
+            inserted AS (
+                INSERT INTO books (title, authors)
+                SELECT DISTINCT ON (key) title, authors FROM keyed WHERE key NOT IN (SELECT work_key FROM found) ORDER BY key, ord
+                RETURNING id, work_key)
+            SELECT k.ord, coalesce(f.id, n.id), n.id IS NOT NULL
+            FROM keyed k LEFT JOIN found f ON f.work_key = k.key LEFT JOIN inserted n ON n.work_key = k.key
+            ORDER BY k.ord
+            """, binds: binds), logger: logger)
+        var ids: [UUID] = []
+        for try await (_, id, new) in rows.decode((Int64, UUID, Bool).self) {
+            ids.append(id)
+            if new { created.insert(id) }
+        }
+        return ids
+    }
+}
