@@ -7,6 +7,8 @@ package struct ImportPolicy: Sendable {
     package var maxRows = 20_000
     /// Records per job run (one transaction): a long import never holds back sync or vacuum long.
     package var chunk = 500
+    /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease.
+    package var chunksPerRun = 40
 
     package init() {}
 }

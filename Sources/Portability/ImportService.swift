@@ -53,21 +53,29 @@ package struct ImportService: Sendable {
         return view
     }
 
-    /// One chunk; true when the import is finished.
-    func runChunk(_ id: UUID) async throws -> Bool {
+    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress;
+    /// the file is parsed once per run. True when the import is finished.
+    func runChunks(_ id: UUID) async throws -> Bool {
         guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
         let plan: ImportPlan
         do { plan = try Self.plan(snapshot.payload, format: snapshot.format, maxRows: policy.maxRows) } catch {
             try await store.fail(id, message: "the file can no longer be read", now: clock.now())
             return true
         }
-        let pinIDs = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
-        return try await client.transaction(logger: logger) { connection in
+        let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
+        for _ in 0..<max(1, policy.chunksPerRun) {
+            if try await runChunk(id, plan: plan, pins: pins) { return true }
+        }
+        return false
+    }
+
+    private func runChunk(_ id: UUID, plan: ImportPlan, pins: ([String: UUID], [ImportLineError])) async throws -> Bool {
+        try await client.transaction(logger: logger) { connection in
             guard let pending = try await store.lockPending(id, on: connection) else { return true }
             let context = ImportWriter.Context(user: pending.user, defaultPin: try await writer.defaultPin(of: pending.user, on: connection),
-                                               pins: pinIDs.0, now: clock.now())
+                                               pins: pins.0, now: clock.now())
             var outcome = ImportOutcome()
-            if pending.done == 0 { outcome.errors = plan.errors + pinIDs.1 }
+            if pending.done == 0 { outcome.errors = plan.errors + pins.1 }
             let chunk = plan.records.dropFirst(max(0, pending.done - plan.errors.count)).prefix(policy.chunk)
             var skipped = 0
             for one in try await apply(Array(chunk), context, on: connection) {

@@ -2,7 +2,8 @@ import BookwormCore
 import Foundation
 import Logging
 
-/// `imports.run`: one chunk per run, again at once until the import is finished.
+/// `imports.run`: a few chunks per run (each its own transaction), again at once until the
+/// import is finished; the job's lease outlasts a run by far.
 package struct ImportJob: JobHandler {
     package let kind = "imports.run"
     package let recurringKey: String? = nil
@@ -14,7 +15,7 @@ package struct ImportJob: JobHandler {
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         guard let id = UUID(uuidString: job.key) else { return .done }
-        return try await service.runChunk(id) ? .done : .again(at: service.clock.now())
+        return try await service.runChunks(id) ? .done : .again(at: service.clock.now())
     }
 }
 

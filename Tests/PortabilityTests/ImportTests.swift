@@ -40,7 +40,7 @@ import Testing
             let id = try await app.importFile(me.token, Self.goodreadsFile(), contentType: "text/csv")
             #expect(try await app.importStatus(me.token, id)["status"] as? String == "queued")
             // Two records per run: progress moves run by run.
-            let runner = app.portabilityRunner(chunk: 2)
+            let runner = app.portabilityRunner(chunk: 2, chunksPerRun: 1)
             try await runner.runDue()
             let partway = try await app.importStatus(me.token, id)
             #expect(partway["status"] as? String == "running")

@@ -40,11 +40,12 @@ extension TestApp {
         return id
     }
 
-    /// The jobs runner with imports of `chunk` records per run.
-    func portabilityRunner(chunk: Int = 500) -> JobRunner {
+    /// The jobs runner with imports of `chunk` records per chunk, `chunksPerRun` chunks per run.
+    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40) -> JobRunner {
         var config = Config.forTests(settings)
         config.clock = clock
         config.imports.chunk = chunk
+        config.imports.chunksPerRun = chunksPerRun
         return backgroundJobs(client: db, config: config, logger: Logger(label: "test-jobs"))
     }
 
