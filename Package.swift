@@ -89,8 +89,9 @@ let package = Package(
         .executableTarget(
             name: "bookworm",
             dependencies: [
-                "BookwormApp",
-                "Mail",
+                // Config embeds every room's policy types: naming the rooms keeps incremental
+                // builds from reusing a stale layout of it when one of them changes.
+                "BookwormApp", "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -98,7 +99,7 @@ let package = Package(
         .executableTarget(
             name: "BookwormBench",
             dependencies: [
-                "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp",
+                "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability", "BookwormApp",
                 "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -53,7 +53,8 @@ package struct JobRunner: Service {
                     do {
                         // Once (again after a failure), not on every poll.
                         if !prepared { try await prepare(); prepared = true }
-                        if try await runDue() == batchSize { continue }
+                        let batch = try await runBatch()
+                        if batch.claimed == batchSize || batch.dueAgain { continue }
                     } catch {
                         logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))])
                     }
@@ -80,12 +81,21 @@ package struct JobRunner: Service {
     /// after moving the clock.
     @discardableResult
     package func runDue() async throws -> Int {
+        try await runBatch().claimed
+    }
+
+    /// One batch; `dueAgain` when a job asked to run again at once (an import's next chunks),
+    /// so the runner goes on instead of waiting for a wake-up.
+    private func runBatch() async throws -> (claimed: Int, dueAgain: Bool) {
         let jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
+        var dueAgain = false
         for job in jobs {
             guard let handler = handlers[job.kind] else { continue }
             Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", job.kind)]).increment()
             do {
-                try await store.finish(job, worker: id, outcome: try await handler.run(job))
+                let outcome = try await handler.run(job)
+                if case .again(let at) = outcome, at <= clock.now() { dueAgain = true }
+                try await store.finish(job, worker: id, outcome: outcome)
             } catch {
                 Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", job.kind)]).increment()
                 let delay = min(30 * pow(2, Double(job.attempts - 1)), 3600) * Double.random(in: 0.75...1.25)
@@ -94,7 +104,7 @@ package struct JobRunner: Service {
                 try await store.retry(job, worker: id, after: delay, error: String(reflecting: error))
             }
         }
-        return jobs.count
+        return (jobs.count, dueAgain)
     }
 
     private func listen(wake: WakeSignal) async {
