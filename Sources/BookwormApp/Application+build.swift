@@ -187,7 +187,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
                                     syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
-                                    holds: UsernameHolds(client: client, logger: logger), exports: exports,
+                                    holds: ErasureSweep(client: client, logger: logger), exports: exports,
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
                                     clock: config.clock)
     return (router, [housekeeping])

@@ -14,7 +14,7 @@ struct Housekeeping: Service {
     let outbox: OutboxStore
     let syncLog: SyncStore
     let sync: SyncPolicy
-    let holds: UsernameHolds
+    let holds: ErasureSweep
     let exports: ExportService
     let failedMailRetentionDays: Int
     let logger: Logger
@@ -27,6 +27,7 @@ struct Housekeeping: Service {
         try await outbox.dropFailedContent(olderThanDays: failedMailRetentionDays)
         try await syncLog.purgeTombstones(before: clock.now().addingTimeInterval(-Double(sync.tombstoneDays) * 86400))
         try await holds.lift(before: clock.now())
+        try await holds.scrubConfirmations()
         try await exports.dropExpired()
     }
 

@@ -79,8 +79,9 @@ struct ErasureStore: Sendable {
     }
 }
 
-/// Housekeeping: lifts username holds that ran out.
-package struct UsernameHolds: Sendable {
+/// Housekeeping after erasures: lifts username holds that ran out, and erases the address and
+/// text of confirmation mail once it is sent (or has failed for good): the last trace of the person.
+package struct ErasureSweep: Sendable {
     let client: Database
     let logger: Logger
 
@@ -91,5 +92,12 @@ package struct UsernameHolds: Sendable {
 
     package func lift(before now: Date) async throws {
         try await client.query("DELETE FROM username_holds WHERE until <= \(now)", logger: logger)
+    }
+
+    package func scrubConfirmations() async throws {
+        try await client.query("""
+            UPDATE outbox_messages SET recipient = 'erased@invalid', subject = '', content = ''
+            WHERE kind = 'account_deleted' AND status <> 'queued' AND recipient <> 'erased@invalid'
+            """, logger: logger)
     }
 }

@@ -92,7 +92,7 @@ import Testing
                                             throttles: ThrottleStore(client: app.db, logger: logger, clock: app.clock),
                                             outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),
                                             syncLog: SyncStore(client: app.db, logger: logger), sync: SyncPolicy(),
-                                            holds: UsernameHolds(client: app.db, logger: logger),
+                                            holds: ErasureSweep(client: app.db, logger: logger),
                                             exports: ExportService(client: app.db, readings: ReadingsService(client: app.db, clock: app.clock, logger: logger),
                                                                    wishes: WishesService(client: app.db, policy: WishPolicy(), clock: app.clock, logger: logger),
                                                                    trades: TradesService(client: app.db, outbox: OutboxStore(client: app.db, logger: logger, clock: app.clock),

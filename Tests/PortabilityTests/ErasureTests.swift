@@ -98,11 +98,27 @@ import Testing
                                               from: "203.0.113.9")
             #expect(again.status == .conflict)
             app.clock.advance(by: 31 * 86400)
-            try await UsernameHolds(client: app.db, logger: Logger(label: "t")).lift(before: app.clock.now())
+            try await ErasureSweep(client: app.db, logger: Logger(label: "t")).lift(before: app.clock.now())
             let later = try await app.request(.post, "/v1/auth/register",
                                               json: ["email": "new@example.org", "username": gone.username, "password": "another good one"],
                                               from: "203.0.113.9")
             #expect(later.status == .created)
+        }
+    }
+
+    @Test func theConfirmationReachesTheOldAddressAndThenItsTraceIsErased() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let gone = try await app.register()
+                #expect(try await app.request(.delete, "/v1/me", json: ["password": gone.password], token: gone.token).status == .accepted)
+                try await app.deliver(to: sink)
+                let mails = sink.messages().filter { $0.envelopeTo.contains(gone.email) }
+                #expect(mails.count == 1)
+                #expect(mails.first?.body.contains("Your account \(gone.username) was deleted") == true)
+                try await ErasureSweep(client: app.db, logger: Logger(label: "t")).scrubConfirmations()
+                #expect(try await app.count("SELECT count(*)::int8 FROM outbox_messages WHERE recipient = $USER OR content LIKE '%' || $USER || '%'",
+                                            user: gone.email) == 0)
+            }
         }
     }
 
