@@ -195,15 +195,21 @@ import Testing
 }
 
 /// Sync serves a change once every transaction older than it has ended; other tests' transactions
-/// on the same server can hold that back for a moment, so wait (briefly) for `count` changes.
+/// on the same server (another process's work, as far as this test knows) can hold that back for
+/// a moment, so wait for `count` changes the way `eventually` waits for another process.
 func eventuallySynced(_ app: TestApp, _ token: String, since: String?, count: Int, limit: Int? = nil) async throws
     -> (changes: [[String: Any]], next: String)
 {
-    var result = try await app.syncAll(token, since: since, limit: limit)
-    let deadline = Date().addingTimeInterval(30)
-    while result.changes.count < count && Date() < deadline {
-        try await Task.sleep(for: .milliseconds(50))
-        result = try await app.syncAll(token, since: since, limit: limit)
+    let result = Box<(changes: [[String: Any]], next: String)>(([], ""))
+    _ = try await eventually(within: 30) {
+        result.value = try await app.syncAll(token, since: since, limit: limit)
+        return result.value.changes.count >= count
     }
-    return result
+    return result.value
+}
+
+/// A value the `eventually` closure fills in.
+final class Box<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
 }
