@@ -60,12 +60,23 @@ struct ImportBatch: Sendable {
             FROM input i LEFT JOIN inserted n ON n.isbn13 = i.isbn LEFT JOIN books b ON b.isbn13 = i.isbn
             ORDER BY i.ord
             """, logger: logger)
-        var ids: [UUID] = []
-        for try await (_, id, new) in rows.decode((Int64, UUID, Bool).self) {
+        var ids: [UUID?] = []
+        for try await (_, id, new) in rows.decode((Int64, UUID?, Bool).self) {
             ids.append(id)
-            if new { created.insert(id) }
+            if new, let id { created.insert(id) }
         }
-        return ids
+        // A book another transaction inserted after this statement's snapshot: read it now.
+        let late = input.indices.filter { ids[$0] == nil }.map { input[$0].isbn }
+        if !late.isEmpty {
+            var found: [String: UUID] = [:]
+            for try await (isbn, id) in try await connection.query("SELECT isbn13, id FROM books WHERE isbn13 = ANY(\(late))",
+                                                                   logger: logger).decode((String, UUID).self) { found[isbn] = id }
+            for index in input.indices where ids[index] == nil { ids[index] = found[input[index].isbn] }
+        }
+        return try ids.map { id in
+            guard let id else { throw AppError.unavailable("a book vanished during an import") }
+            return id
+        }
     }
 
     /// The oldest book of each record's work, made when there is none, under locks on those works
