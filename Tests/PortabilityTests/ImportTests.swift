@@ -3,6 +3,7 @@ import HummingbirdTesting
 import Testing
 @testable import BookwormCore
 @testable import Portability
+@testable import Catalog
 @testable import BookwormTestSupport
 
 /// `POST /v1/me/imports`: Goodreads and LibraryThing exports with the quirks real files have.
@@ -136,6 +137,37 @@ import Testing
             let errors = status["errors"] as? [[String: Any]] ?? []
             #expect(errors.compactMap { $0["line"] as? Int } == [3])
             #expect((errors.first?["message"] as? String)?.contains("cursed copy") == true)
+        }
+    }
+
+    @Test func twoImportsOfTheSameWorksAtOnceMakeEachBookOnce() async throws {
+        try await withApp { app in
+            let first = try await app.register(), second = try await app.register()
+            // 30 works without ISBN (found by work key, under a lock per work) and 30 with one (the unique ISBN).
+            let rows = (0..<60).map { index in
+                TestApp.goodreadsRow(["Book Id": "\(index)", "Title": "Race Work \(index)", "Author": "Racer \(index % 7)",
+                                      "ISBN13": index < 30 ? "=\"\"" : "=\"\(ISBN.withCheckDigit("978000000\(String(format: "%03d", index))"))\"",
+                                      "Exclusive Shelf": "read", "Owned Copies": "1"])
+            }
+            let file = Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8)
+            let ids = [try await app.importFile(first.token, file, contentType: "text/csv"),
+                       try await app.importFile(second.token, file, contentType: "text/csv")]
+            // Two workers, chunks of 5: the two imports interleave chunk by chunk.
+            let runners = (0..<2).map { _ in
+                var runner = app.portabilityRunner(chunk: 5, chunksPerRun: 1)
+                runner.batchSize = 1  // one job each: the two imports run side by side
+                return runner
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for runner in runners { group.addTask { while try await runner.runDue() > 0 {} } }
+                try await group.waitForAll()
+            }
+            for (account, id) in zip([first, second], ids) {
+                let status = try await app.importStatus(account.token, id)
+                #expect(status["status"] as? String == "done")
+                #expect((status["created"] as? [String: Int])?["copies"] == 60)
+            }
+            #expect(try await app.count("SELECT count(*)::int8 FROM books WHERE title LIKE 'Race Work %' AND $USER = $USER", user: "x") == 60)
         }
     }
 
