@@ -39,6 +39,13 @@ package enum CatalogValidation {
                        publishedYear: publishedYear, language: cleanLanguage)
     }
 
+    /// An ISBN given alone: a malformed one is a 400, a wrong check digit or prefix a 422.
+    package static func isbn(_ raw: String) throws -> ISBN {
+        do { return try ISBN(raw) } catch {
+            throw error == .shape ? AppError.invalid("isbn", error.message) : AppError.broken("isbn", error.message)
+        }
+    }
+
     /// An `?isbn=` filter, normalised to ISBN-13.
     package static func isbnFilter(_ raw: String) throws -> String {
         do {

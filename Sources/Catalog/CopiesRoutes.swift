@@ -82,6 +82,10 @@ package struct CopiesRoutes: Sendable {
         case (.some, .some): throw AppError.broken("book_id", "give either book_id or isbn/title/authors, not both")
         case (nil, nil): throw AppError.broken("book_id", "give book_id, or isbn/title/authors")
         case (.some(let id), nil): book = .existing(id)
+        case (nil, .some(let isbn)) where body.title == nil && body.authors == nil && body.publisher == nil
+            && body.publishedYear == nil && body.language == nil:
+            // A scanned barcode alone: the catalogue's book with that ISBN.
+            book = .isbn(try CatalogValidation.isbn(isbn))
         case (nil, .some):
             // Optional in the schema, required together here: a rule, not a malformed body.
             if body.title == nil { throw AppError.broken("title", "is required to describe a book (with authors)") }

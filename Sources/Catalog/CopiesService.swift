@@ -11,6 +11,8 @@ import PostgresNIO
 package enum BookChoice: Sendable {
     case existing(UUID)
     case described(NewBook)
+    /// Only an ISBN (a scanned barcode): the catalogue's book with it, which must exist.
+    case isbn(ISBN)
 }
 
 /// The copy use cases: each write is one transaction that checks ownership under a row lock
@@ -54,6 +56,12 @@ package struct CopiesService: Sendable {
             switch book {
             case .existing(let id): bookID = id
             case .described(let newBook): bookID = try await books.findOrCreate(newBook, on: connection).0.id
+            case .isbn(let isbn):
+                guard let id = try await books.id(isbn13: isbn.isbn13, on: connection) else {
+                    throw AppError.unprocessableBecause(code: "unknown_isbn", detail: "No book in the catalogue has this ISBN yet: describe it with title and authors",
+                                                        field: "isbn")
+                }
+                bookID = id
             }
             try await requireOwnPin(pinID, owner: owner, on: connection)
             return try await copies.create(ownerID: owner, bookID: bookID, condition: condition, notes: notes,

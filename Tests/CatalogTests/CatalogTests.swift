@@ -77,6 +77,26 @@ import Testing
         }
     }
 
+    @Test func aCopyFromAScannedISBNAloneIsOfTheCatalogueBook() async throws {
+        try await withApp { app in
+            let first = try await app.register(), second = try await app.register()
+            let listed = try await app.addCopy(first.token, title: "Dune", authors: ["Frank Herbert"], isbn: "978-0-441-01359-3")
+            let book = try #require((listed["book"] as? [String: Any])?["id"] as? String)
+            let scanned = try await app.request(.post, "/v1/me/copies", json: ["isbn": "0441013597", "condition": "good"], token: second.token)
+            #expect(scanned.status == .created)
+            #expect((try scanned.jsonObject()["book"] as? [String: Any])?["id"] as? String == book)
+            let unknown = try await app.request(.post, "/v1/me/copies", json: ["isbn": "9780306406157", "condition": "good"], token: second.token)
+            #expect(unknown.status == .unprocessableContent)
+            #expect(try unknown.jsonObject()["type"] as? String == "https://bookworm.example/problems/unknown_isbn")
+            #expect(try unknown.problemFields() == ["isbn"])
+            let checksum = try await app.request(.post, "/v1/me/copies", json: ["isbn": "9780441013594", "condition": "good"], token: second.token)
+            #expect(checksum.status == .unprocessableContent)
+            #expect(try checksum.problemFields() == ["isbn"])
+            let shape = try await app.request(.post, "/v1/me/copies", json: ["isbn": "not an isbn", "condition": "good"], token: second.token)
+            #expect(shape.status == .badRequest)
+        }
+    }
+
     @Test func booksWithoutISBNAreAlwaysNew() async throws {
         try await withApp { app in
             let account = try await app.register()
