@@ -82,8 +82,8 @@ package struct CopiesRoutes: Sendable {
         case (.some, .some): throw AppError.broken("book_id", "give either book_id or isbn/title/authors, not both")
         case (nil, nil): throw AppError.broken("book_id", "give book_id, or isbn/title/authors")
         case (.some(let id), nil): book = .existing(id)
-        case (nil, .some(let isbn)) where body.title == nil && body.authors == nil && body.publisher == nil
-            && body.publishedYear == nil && body.language == nil:
+        case (nil, .some(let isbn)) where !isbn.allSatisfy({ $0 == " " }) && body.title == nil && body.authors == nil
+            && body.publisher == nil && body.publishedYear == nil && body.language == nil:
             // A scanned barcode alone: the catalogue's book with that ISBN.
             book = .isbn(try CatalogValidation.isbn(isbn))
         case (nil, .some):

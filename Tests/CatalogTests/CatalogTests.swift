@@ -94,6 +94,10 @@ import Testing
             #expect(try checksum.problemFields() == ["isbn"])
             let shape = try await app.request(.post, "/v1/me/copies", json: ["isbn": "not an isbn", "condition": "good"], token: second.token)
             #expect(shape.status == .badRequest)
+            // A blank ISBN is no ISBN: the book must then be described.
+            let blank = try await app.request(.post, "/v1/me/copies", json: ["isbn": "  ", "condition": "good"], token: second.token)
+            #expect(blank.status == .unprocessableContent)
+            #expect(try blank.problemFields() == ["title"])
         }
     }
 
