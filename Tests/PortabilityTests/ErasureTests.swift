@@ -122,6 +122,31 @@ import Testing
         }
     }
 
+    @Test func aRegistrationRacingAnErasureNeverTakesTheHeldName() async throws {
+        try await withApp { app in
+            let gone = try await app.register()
+            let name = gone.username
+            let log = Logger(label: "t")
+            try await app.db.withConnection { blocker in
+                // Hold the erasure still after it deleted the user row and before it holds the name:
+                // an uncommitted hold of the same name makes its insert wait.
+                try await blocker.query("BEGIN", logger: log)
+                try await blocker.query("INSERT INTO username_holds (username, until) VALUES (lower(\(name)), now())", logger: log)
+                async let erased = app.request(.delete, "/v1/me", json: ["password": gone.password], token: gone.token)
+                #expect(try await eventually { try await app.waiting(on: "INSERT INTO username_holds") })
+                // Now a registration of the same name: it must wait for the erasure, then see the hold.
+                async let taken = app.request(.post, "/v1/auth/register",
+                                              json: ["email": "racer@example.org", "username": name, "password": "a racing password"],
+                                              from: "203.0.113.7")
+                #expect(try await eventually { try await app.waiting(on: "INSERT INTO users") })
+                try await blocker.query("ROLLBACK", logger: log)
+                let (erasure, registration) = try await (erased, taken)
+                #expect(erasure.status == .accepted)
+                #expect(registration.status == .conflict)
+            }
+        }
+    }
+
     @Test func aWrongOrMissingPasswordErasesNothing() async throws {
         try await withApp { app in
             let me = try await app.register()
@@ -138,5 +163,17 @@ import Testing
             let copies = try await app.request(.get, "/v1/me/copies", token: me.token).jsonObject()["data"] as? [Any]
             #expect(copies?.count == 1)
         }
+    }
+}
+
+extension TestApp {
+    /// Whether a statement starting with `statement` waits on a lock in this test's database.
+    func waiting(on statement: String) async throws -> Bool {
+        let rows = try await db.query("""
+            SELECT count(*)::int8 FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND ltrim(query, E' \\n\\t') LIKE \(statement + "%")
+            """)
+        for try await count in rows.decode(Int64.self) { return count > 0 }
+        return false
     }
 }
