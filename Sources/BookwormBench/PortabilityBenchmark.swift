@@ -1,6 +1,7 @@
 import BookwormCore
 import Foundation
 import Logging
+import Portability
 import PostgresNIO
 
 /// `BookwormBench portability`, on the catalog benchmark's data (1,000,000 copies, each a row of
@@ -84,7 +85,7 @@ struct PortabilityBenchmark {
             UPDATE copies SET notes = 'changed ' || clock_timestamp() WHERE id IN (
                 SELECT c.id FROM copies c JOIN users u ON u.id = c.owner_id WHERE u.username = '\(Self.syncer)' ORDER BY c.id LIMIT \(changes))
             """)
-        guard let token = try? SyncTokenText(since) else { throw Shell.Failure(description: "unreadable token \(since)") }
+        guard let token = try? SyncToken(encoded: since) else { throw Shell.Failure(description: "unreadable token \(since)") }
         let user = try database.lines("SELECT id FROM users WHERE username = '\(Self.syncer)'").first ?? ""
         let sql = """
             SELECT s.epoch, c.kind, c.object_id, c.xid::text, c.id
@@ -107,20 +108,5 @@ struct PortabilityBenchmark {
             result.rows = rows
         }
         return result
-    }
-}
-
-/// The (xid, id) inside a sync token (`1.<epoch>.<xid>.<id>`, base64url), for the SQL run.
-struct SyncTokenText {
-    let xid: UInt64
-    let id: Int64
-
-    init(_ token: String) throws {
-        var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        let parts = String(decoding: Data(base64Encoded: base64) ?? Data(), as: UTF8.self).split(separator: ".")
-        guard parts.count == 4, let xid = UInt64(parts[2]), let id = Int64(parts[3]) else { throw Shell.Failure(description: "token") }
-        self.xid = xid
-        self.id = id
     }
 }

@@ -18,8 +18,7 @@ struct ExportStore: Sendable {
         for try await last in recent.decode(Date?.self) { if let last { return .tooSoon(last: last) } }
         let rows = try await connection.query("INSERT INTO exports (user_id, created_at) VALUES (\(user), \(now)) RETURNING id", logger: logger)
         for try await id in rows.decode(UUID.self) {
-            try await connection.query("INSERT INTO jobs (kind, key, run_at) VALUES ('exports.build', \(id.apiString), '-infinity')",
-                                       logger: logger)
+            try await JobStore.enqueue(kind: ExportJob.jobKind, key: id.apiString, on: connection, logger: logger)
             return .created(id)
         }
         throw AppError.unavailable("export insert returned no row")

@@ -4,14 +4,29 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// A chunk of import records in a handful of set-based statements (books by ISBN, books by work,
-/// copies, readings, wishes), instead of a handful per record. The outcome is the same as
-/// `ImportWriter.apply` record by record, which the service falls back to when a statement of
-/// the batch fails, so one bad record costs only itself.
+/// Import records in a handful of set-based statements (books by ISBN, books by work, copies,
+/// readings, wishes), whatever their number: a chunk at once, or one record at a time when the
+/// database refuses the chunk, so one bad record costs only itself. Books are found by ISBN,
+/// else by work key, else created; copies are keyed by their source, and readings and wishes
+/// are one per book, so nothing is made twice.
 struct ImportBatch: Sendable {
     let logger: Logger
+    static let maxWishes = 200
 
-    func apply(_ records: [ImportRecord], _ context: ImportWriter.Context, on connection: PostgresConnection) async throws -> [ImportOutcome] {
+    struct Context: Sendable {
+        let user: UUID
+        let defaultPin: UUID?
+        let pins: [String: UUID]
+        let now: Date
+    }
+
+    func defaultPin(of user: UUID, on connection: PostgresConnection) async throws -> UUID? {
+        for try await id in try await connection.query("SELECT id FROM pins WHERE owner_id = \(user) AND is_default", logger: logger)
+            .decode(UUID.self) { return id }
+        return nil
+    }
+
+    func apply(_ records: [ImportRecord], _ context: Context, on connection: PostgresConnection) async throws -> [ImportOutcome] {
         var outcomes = records.map { _ in ImportOutcome() }
         var books: [Int: UUID] = [:]
         var isbns: [Int: String] = [:]

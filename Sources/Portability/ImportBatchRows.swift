@@ -7,7 +7,7 @@ extension ImportBatch {
     /// Optional values travel as text ("" for none) and come back with `nullif(…, '')`.
     static func text(_ id: UUID?) -> String { id?.apiString ?? "" }
 
-    func copies(_ records: [ImportRecord], books: [Int: UUID], _ context: ImportWriter.Context, into outcomes: inout [ImportOutcome],
+    func copies(_ records: [ImportRecord], books: [Int: UUID], _ context: Context, into outcomes: inout [ImportOutcome],
                 on connection: PostgresConnection) async throws {
         let rows = records.indices.filter { books[$0] != nil && records[$0].copies > 0 }
         guard !rows.isEmpty else { return }
@@ -31,7 +31,7 @@ extension ImportBatch {
         }
     }
 
-    func readings(_ records: [ImportRecord], books: [Int: UUID], _ context: ImportWriter.Context, into outcomes: inout [ImportOutcome],
+    func readings(_ records: [ImportRecord], books: [Int: UUID], _ context: Context, into outcomes: inout [ImportOutcome],
                   on connection: PostgresConnection) async throws {
         let states = ["interested", "reading", "finished", "abandoned"]
         let rows = records.indices.filter { books[$0] != nil && records[$0].reading.map(states.contains) == true }
@@ -56,7 +56,7 @@ extension ImportBatch {
     }
 
     /// Under the user's row lock, as `WishesService` takes it: the limit of 200 holds.
-    func wishes(_ records: [ImportRecord], books: [Int: UUID], _ context: ImportWriter.Context, into outcomes: inout [ImportOutcome],
+    func wishes(_ records: [ImportRecord], books: [Int: UUID], _ context: Context, into outcomes: inout [ImportOutcome],
                 on connection: PostgresConnection) async throws {
         var rows = records.indices.filter { books[$0] != nil && records[$0].wish }
         guard !rows.isEmpty else { return }
@@ -71,12 +71,12 @@ extension ImportBatch {
         var count = 0
         let held = try await connection.query("SELECT book_id FROM wishes WHERE user_id = \(context.user)", logger: logger)
         for try await book in held.decode(UUID.self) { existing.insert(book); count += 1 }
-        var room = ImportWriter.maxWishes - count
+        var room = Self.maxWishes - count
         rows = rows.filter { index in
             guard let book = books[index], !existing.contains(book) else { return false }
             guard room > 0 else {
                 outcomes[index].errors.append(ImportLineError(line: records[index].line,
-                                                              message: "the wish is over the limit of \(ImportWriter.maxWishes)"))
+                                                              message: "the wish is over the limit of \(Self.maxWishes)"))
                 return false
             }
             existing.insert(book)

@@ -10,7 +10,6 @@ import PostgresNIO
 package struct ImportService: Sendable {
     let client: Database
     let store: ImportStore
-    let writer: ImportWriter
     let batch: ImportBatch
     let pins: PinsService
     let policy: ImportPolicy
@@ -20,7 +19,6 @@ package struct ImportService: Sendable {
     package init(client: Database, policy: ImportPolicy, clock: any AppClock, logger: Logger) {
         self.client = client
         self.store = ImportStore(client: client, logger: logger)
-        self.writer = ImportWriter(logger: logger)
         self.batch = ImportBatch(logger: logger)
         self.pins = PinsService(client: client, logger: logger)
         self.policy = policy
@@ -72,7 +70,7 @@ package struct ImportService: Sendable {
     private func runChunk(_ id: UUID, plan: ImportPlan, pins: ([String: UUID], [ImportLineError])) async throws -> Bool {
         try await client.transaction(logger: logger) { connection in
             guard let pending = try await store.lockPending(id, on: connection) else { return true }
-            let context = ImportWriter.Context(user: pending.user, defaultPin: try await writer.defaultPin(of: pending.user, on: connection),
+            let context = ImportBatch.Context(user: pending.user, defaultPin: try await batch.defaultPin(of: pending.user, on: connection),
                                                pins: pins.0, now: clock.now())
             var outcome = ImportOutcome()
             if pending.done == 0 { outcome.errors = plan.errors + pins.1 }
@@ -93,23 +91,40 @@ package struct ImportService: Sendable {
         }
     }
 
-    /// The chunk in a few set-based statements; if one fails, record by record under savepoints,
-    /// so a record the database refuses is reported on its line and the others still go in.
-    private func apply(_ records: [ImportRecord], _ context: ImportWriter.Context, on connection: PostgresConnection) async throws
+    /// The chunk in a few set-based statements; if one fails, the same statements one record at
+    /// a time under savepoints, so a record the database refuses is reported on its line and the
+    /// others still go in.
+    private func apply(_ records: [ImportRecord], _ context: ImportBatch.Context, on connection: PostgresConnection) async throws
         -> [ImportOutcome]
     {
-        try await store.savepoint("import_batch", on: connection)
         do {
-            let outcomes = try await batch.apply(records, context, on: connection)
-            try await store.release("import_batch", on: connection)
-            return outcomes
+            return try await underSavepoint(on: connection) { try await batch.apply(records, context, on: connection) }
         } catch let error as PSQLError {
-            try await store.rollback(to: "import_batch", on: connection)
             logger.warning("import batch refused; importing record by record",
                            metadata: ["error": .string(error.serverInfo?[.message] ?? "\(error.code)")])
-            var outcomes: [ImportOutcome] = []
-            for record in records { outcomes.append(try await writer.apply(record, context, on: connection)) }
-            return outcomes
+        }
+        var outcomes: [ImportOutcome] = []
+        for record in records {
+            do {
+                outcomes += try await underSavepoint(on: connection) { try await batch.apply([record], context, on: connection) }
+            } catch let error as PSQLError {
+                let detail = error.serverInfo?[.message] ?? "database error"
+                outcomes.append(ImportOutcome(errors: [ImportLineError(line: record.line, message: "could not be imported: \(detail)")]))
+            }
+        }
+        return outcomes
+    }
+
+    /// `body`'s statements kept, or undone (and the error rethrown) without aborting the chunk.
+    private func underSavepoint<T>(on connection: PostgresConnection, _ body: () async throws -> T) async throws -> T {
+        try await store.savepoint("import_part", on: connection)
+        do {
+            let result = try await body()
+            try await store.release("import_part", on: connection)
+            return result
+        } catch let error as PSQLError {
+            try await store.rollback(to: "import_part", on: connection)
+            throw error
         }
     }
 

@@ -21,8 +21,7 @@ struct ImportStore: Sendable {
             RETURNING id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) {
-            try await connection.query("INSERT INTO jobs (kind, key, run_at) VALUES ('imports.run', \(id.apiString), '-infinity')",
-                                       logger: logger)
+            try await JobStore.enqueue(kind: ImportJob.jobKind, key: id.apiString, on: connection, logger: logger)
             return id
         }
         throw AppError.unavailable("import insert returned no row")

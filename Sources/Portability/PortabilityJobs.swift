@@ -5,7 +5,8 @@ import Logging
 /// `imports.run`: a few chunks per run (each its own transaction), again at once until the
 /// import is finished; the job's lease outlasts a run by far.
 package struct ImportJob: JobHandler {
-    package let kind = "imports.run"
+    static let jobKind = "imports.run"
+    package let kind = Self.jobKind
     package let recurringKey: String? = nil
     let service: ImportService
 
@@ -21,7 +22,8 @@ package struct ImportJob: JobHandler {
 
 /// `exports.build`: the whole archive in one run.
 package struct ExportJob: JobHandler {
-    package let kind = "exports.build"
+    static let jobKind = "exports.build"
+    package let kind = Self.jobKind
     package let recurringKey: String? = nil
     let service: ExportService
 

@@ -13,11 +13,11 @@ package struct SyncPolicy: Sendable {
 
 /// Where a client's sync stands: everything up to (xid, id) of this data epoch is in its store.
 /// Opaque to clients (base64url of `1.<epoch>.<xid>.<id>`).
-struct SyncToken: Equatable, Sendable {
-    let epoch: String
-    /// The transaction id (xid8) as its decimal text.
-    let xid: UInt64
-    let id: Int64
+package struct SyncToken: Equatable, Sendable {
+    package let epoch: String
+    /// The transaction id (xid8).
+    package let xid: UInt64
+    package let id: Int64
 
     static let start = SyncToken(epoch: "", xid: 0, id: 0)
 
@@ -29,7 +29,7 @@ struct SyncToken: Equatable, Sendable {
 
     /// Outside the token alphabet (base64url, 1 to 120 characters): 400, the schema's pattern.
     /// In it, but not a token this service wrote: 422 naming `since`.
-    init(encoded: String) throws {
+    package init(encoded: String) throws {
         guard (1...120).contains(encoded.count),
               encoded.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_") })
         else { throw AppError.invalid("since", "must be a token from `next` (1 to 120 characters of A-Z, a-z, 0-9, - and _)") }

@@ -39,6 +39,12 @@ package struct JobStore: Sendable {
             """, logger: logger)
     }
 
+    /// A one-off job, due at once on any worker's clock, queued in the caller's transaction so it
+    /// exists exactly when the change that needs it does.
+    package static func enqueue(kind: String, key: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), '-infinity')", logger: logger)
+    }
+
     func claim(kinds: [String], worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedJob] {
         let now = clock.now()
         let rows = try await client.query("""
