@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .systemLibrary(
@@ -70,7 +73,11 @@ let package = Package(
         ),
         // The rooms, bottom-up: each names only rooms below it (ARCHITECTURE.md).
         .target(name: "Mail", dependencies: ["BookwormCore", "CCurl"] + common),
-        .target(name: "Accounts", dependencies: ["BookwormCore", "Mail", "CSodium"] + common),
+        .target(name: "Accounts", dependencies: ["BookwormCore", "Mail", "CSodium"] + common + [
+                    .product(name: "JWTKit", package: "jwt-kit"),
+                    .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                    .product(name: "Mustache", package: "swift-mustache"),
+                ]),
         .target(name: "Places", dependencies: ["BookwormCore", "Accounts"] + common),
         .target(name: "Catalog", dependencies: ["BookwormCore", "Accounts", "Places"] + common),
         .target(name: "Discovery", dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog"] + common),

@@ -105,7 +105,7 @@ package struct AccountsRoutes: Sendable {
 
     @Sendable func publicProfile(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
-        guard username.count <= 30, let user = try await service.users.findByUsername(username) else {
+        guard username.count <= 30, let user = try await service.users.findByUsername(username), user.suspendedAt == nil else {
             throw AppError.notFound("No user named \(username.prefix(30))")
         }
         let profile = PublicUser(id: user.id, username: user.username, displayName: user.displayName,

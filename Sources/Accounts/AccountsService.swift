@@ -76,7 +76,8 @@ package struct AccountsService: Sendable {
             throw Self.invalidCredentials
         }
         try await throttles.reset(key: accountKey)
-        if hasher.needsRehash(user.passwordHash) {
+        guard user.suspendedAt == nil else { throw Self.suspended }
+        if let stored = user.passwordHash, hasher.needsRehash(stored) {
             let upgraded = try await hasher.hash(password)
             try await users.updatePasswordHash(userID: user.id, hash: upgraded)
             logger.info("password hash upgraded to current parameters", metadata: ["user_id": .string(user.id.uuidString)])
@@ -85,6 +86,8 @@ package struct AccountsService: Sendable {
     }
 
     static let invalidCredentials = AppError.unauthorized(code: "invalid_credentials", detail: "Login or password is incorrect")
+    /// Only after the password matched, so it reveals nothing to someone guessing.
+    static let suspended = AppError.forbiddenCode("account_suspended", "This account is suspended")
 
     /// Wrong current passwords count as failed logins for the account, so this is no side door
     /// for guessing. Every other session is revoked.

@@ -19,13 +19,13 @@ package struct AccountsStore: Sendable {
         case emailTaken
     }
 
-    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at, u.alerts"
+    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at, u.alerts, u.suspended_at"
 
-    package typealias UserRow = (UUID, String, String, String?, String?, String, Date?, Date, String)
+    package typealias UserRow = (UUID, String, String, String?, String?, String?, Date?, Date, String, Date?)
 
     package static func record(_ row: UserRow) -> UserRecord {
         UserRecord(id: row.0, email: row.1, username: row.2, displayName: row.3, bio: row.4,
-                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7, alerts: row.8)
+                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7, alerts: row.8, suspendedAt: row.9)
     }
 
     /// Inserts the user on `connection` (the caller's transaction); a unique violation is an
@@ -85,6 +85,25 @@ package struct AccountsStore: Sendable {
     func updatePasswordHash(userID: UUID, hash: String, on connection: PostgresConnection? = nil) async throws {
         let query: PostgresQuery = "UPDATE users SET password_hash = \(hash), updated_at = now() WHERE id = \(userID)"
         try await client.query(query, on: connection, logger: logger)
+    }
+
+    /// The user behind `username`, locked: an admin's change to the account waits for, and is
+    /// waited on by, any other change to it.
+    package func lockByUsername(_ username: String, on connection: PostgresConnection) async throws -> UserRecord? {
+        let rows = try await connection.query("""
+            SELECT \(unescaped: Self.userColumns) FROM users u
+            WHERE lower(u.username) = \(username.lowercased()) AND u.erased_at IS NULL
+            FOR UPDATE
+            """, logger: logger)
+        for try await row in rows.decode(UserRow.self) { return Self.record(row) }
+        return nil
+    }
+
+    /// Suspends (with a time) or lifts (nil) a suspension.
+    package func setSuspension(userID: UUID, at suspendedAt: Date?, reason: String?, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            UPDATE users SET suspended_at = \(suspendedAt), suspension_reason = \(reason), updated_at = now() WHERE id = \(userID)
+            """, logger: logger)
     }
 
     private static func split(_ update: FieldUpdate<String>) -> (Bool, String?) {

@@ -54,7 +54,7 @@ package struct SessionStore: Sendable {
         guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
         let lookup = SessionLookupSQL(tokenHash: Self.tokenHash(token), now: clock.now(), idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
         for row in try await client.execute(lookup, logger: logger) {
-            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9))
+            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10))
             return AuthenticatedSession(sessionID: row.0, user: user)
         }
         return nil
@@ -66,7 +66,7 @@ package struct SessionStore: Sendable {
     }
 
     /// Revokes every session of the user, but `keeping` if given.
-    func revokeAll(userID: UUID, keeping: UUID? = nil, on connection: PostgresConnection? = nil) async throws {
+    package func revokeAll(userID: UUID, keeping: UUID? = nil, on connection: PostgresConnection? = nil) async throws {
         let query: PostgresQuery = """
             UPDATE sessions SET revoked_at = \(clock.now())
             WHERE user_id = \(userID) AND revoked_at IS NULL AND id IS DISTINCT FROM \(keeping)
@@ -98,9 +98,9 @@ struct SessionLookupSQL: PostgresPreparedStatement {
             FROM live WHERE t.id = live.id AND live.last_used_at < $4 - make_interval(secs => $3)
         )
         SELECT live.id, \(AccountsStore.userColumns)
-        FROM live JOIN users u ON u.id = live.user_id
+        FROM live JOIN users u ON u.id = live.user_id AND u.suspended_at IS NULL
         """
-    typealias Row = (UUID, UUID, String, String, String?, String?, String, Date?, Date, String)
+    typealias Row = (UUID, UUID, String, String, String?, String?, String?, Date?, Date, String, Date?)
 
     let tokenHash: ByteBuffer
     let now: Date

@@ -33,6 +33,8 @@ package struct Config: Sendable {
     package var erasure = ErasurePolicy()
     /// Import limits (10 MiB, 20,000 rows) and the records per job run.
     package var imports = ImportPolicy()
+    /// Different reporters that hide a copy or post until an admin decides (`BOOKWORM_REPORT_HIDE_THRESHOLD`).
+    package var reports = ReportPolicy()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
@@ -133,6 +135,8 @@ package struct Config: Sendable {
         config.sync.tombstoneDays = try reader.int("BOOKWORM_SYNC_TOMBSTONE_DAYS", range: 1...3650) ?? defaults.sync.tombstoneDays
         config.erasure.usernameHoldDays = try reader.int("BOOKWORM_USERNAME_HOLD_DAYS", range: 0...3650)
             ?? defaults.erasure.usernameHoldDays
+        config.reports.hideThreshold = try reader.int("BOOKWORM_REPORT_HIDE_THRESHOLD", range: 1...1000)
+            ?? defaults.reports.hideThreshold
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -27,7 +27,7 @@ package struct CopiesRoutes: Sendable {
     package func addRoutes(public group: RouterGroup<AppRequestContext>, optionallyAuthenticated: RouterGroup<AppRequestContext>,
                    authenticated: RouterGroup<AppRequestContext>) {
         optionallyAuthenticated.get("copies", use: library)
-        group.get("copies/:id", use: get)
+        optionallyAuthenticated.get("copies/:id", use: get)
         group.get("photos/:id", use: photo)
         group.get("users/:username/copies", use: userCopies)
         authenticated.post("me/copies", use: create)
@@ -64,10 +64,10 @@ package struct CopiesRoutes: Sendable {
         return try .json(try await service.list(filter, page: PageRequest(request)), for: request)
     }
 
-    /// Withdrawn copies are the owner's business only; others get 404.
+    /// Withdrawn copies are the owner's business only; others get 404, as for a hidden copy.
     @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.uuid("id")
-        return try .json(try await service.visible(id), for: request)
+        return try .json(try await service.visible(id, viewer: context.session?.user.id), for: request)
     }
 
     /// From `book_id`, or from `isbn`/`title`/`authors` (find-or-create), in one transaction.

@@ -38,10 +38,14 @@ package struct CopiesService: Sendable {
         page.page(try await copies.list(filter, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
     }
 
-    /// Withdrawn copies are the owner's business only; others are told there is no such copy.
-    func visible(_ id: UUID) async throws -> CopyView {
-        guard let copy = try await copies.get(id), copy.status != CopyStatus.withdrawn.rawValue else {
-            throw AppError.notFound("No copy with id \(id.apiString)")
+    /// Withdrawn copies are the owner's business only; others are told there is no such copy,
+    /// as they are of a copy hidden by reports or of a suspended owner.
+    func visible(_ id: UUID, viewer: UUID?) async throws -> CopyView {
+        let notFound = AppError.notFound("No copy with id \(id.apiString)")
+        guard let copy = try await copies.get(id), copy.status != CopyStatus.withdrawn.rawValue else { throw notFound }
+        guard copy.owner.id == viewer else {
+            guard try await copies.isShown(id) else { throw notFound }
+            return copy
         }
         return copy
     }

@@ -90,6 +90,15 @@ package struct CopiesStore: Sendable {
         return views
     }
 
+    /// Whether others may see the copy: not hidden by reports, owner not suspended.
+    func isShown(_ id: UUID) async throws -> Bool {
+        let rows = try await client.query("""
+            SELECT \(unescaped: Visibility.shown("c", owner: "owner_id")) FROM copies c WHERE c.id = \(id)
+            """, logger: logger)
+        for try await shown in rows.decode(Bool.self) { return shown }
+        return false
+    }
+
     /// Newest first by keyset; one query per page whatever its length.
     package func list(_ filter: CopyFilter, limit: Int, after: Cursor?) async throws -> [CopyView] {
         let rows = try await client.query(Self.listStatement(filter, limit: limit, after: after).query, logger: logger)
@@ -102,7 +111,7 @@ package struct CopiesStore: Sendable {
     package static func listStatement(_ filter: CopyFilter, limit: Int, after: Cursor?) -> SQLStatement {
         SQLStatement(sql: """
             SELECT \(columns) \(joins)
-            WHERE ($1 OR c.status = 'available')
+            WHERE ($1 OR (c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))))
               AND ($2::uuid IS NULL OR c.owner_id = $2)
               AND ($3::text IS NULL OR b.isbn13 = $3)
               AND ($4::text IS NULL OR c.condition = $4)

@@ -52,7 +52,7 @@ struct AlertsStore: Sendable {
             SELECT c.owner_id, o.username, b.title, c.book_id, c.condition, b.work_key, p.public_latitude, p.public_longitude
             FROM copies c JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
                  JOIN pins p ON p.id = \(unescaped: Self.placeOf(copy: "c"))
-            WHERE c.id = \(copy) AND c.status = 'available'
+            WHERE c.id = \(copy) AND c.status = 'available' AND \(unescaped: Visibility.shown("c", owner: "owner_id"))
             """, logger: logger)
         for try await row in rows.decode((UUID, String, String, UUID, String, String, Double, Double).self) {
             return OfferedCopy(id: copy, owner: row.0, ownerName: row.1, title: row.2, book: row.3, condition: row.4, workKey: row.5,
@@ -79,6 +79,7 @@ struct AlertsStore: Sendable {
                 FROM batch w JOIN pins wp ON wp.id = \(unescaped: Self.placeOfWish)
                 WHERE (w.any_edition OR w.book_id = \(copy.book))
                   AND w.user_id <> \(copy.owner)
+                  AND \(unescaped: Visibility.ownerActive("w.user_id"))
                   AND (w.min_condition IS NULL
                        OR bookworm_condition_rank(\(copy.condition)) >= bookworm_condition_rank(w.min_condition))
                   AND NOT EXISTS (SELECT 1 FROM blocks bl
@@ -130,6 +131,7 @@ struct AlertsStore: Sendable {
             SELECT a.id, u.id, u.alerts, u.email, u.username, u.email_verified_at IS NOT NULL, b.title, o.username, a.distance_km,
                    c.status = 'available' AND c.owner_id <> a.user_id
                    AND \(unescaped: BlocksStore.noBlockBetween("a.user_id", "c.owner_id"))
+                   AND \(unescaped: Visibility.shown("c", owner: "owner_id"))
             FROM alerts a JOIN users u ON u.id = a.user_id JOIN copies c ON c.id = a.copy_id
                  JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
             WHERE a.user_id = \(user) AND a.mailed_at IS NULL
@@ -154,6 +156,7 @@ struct AlertsStore: Sendable {
                  JOIN copies c ON c.id = a.copy_id JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id
             WHERE a.user_id = \(user) AND c.status = 'available' AND c.owner_id <> a.user_id
               AND \(unescaped: BlocksStore.noBlockBetween("a.user_id", "c.owner_id"))
+              AND \(unescaped: Visibility.shown("c", owner: "owner_id"))
               AND (\(after.map { Int($0.micros) })::int8 IS NULL
                    OR (a.created_at, a.id) < (timestamptz 'epoch' + \(after.map { Int($0.micros) }) * interval '1 microsecond', \(after?.id)))
             ORDER BY a.created_at DESC, a.id DESC

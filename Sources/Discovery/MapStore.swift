@@ -21,6 +21,7 @@ package struct MapStore: Sendable {
         WHERE (point(public_longitude, public_latitude) <@ box(point($2, $3), point($4, $5))
                OR point(public_longitude, public_latitude) <@ box(point($6, $7), point($8, $9)))
           AND \(BlocksStore.noBlockBetween("$1", "pins.owner_id"))
+          AND \(Visibility.ownerActive("pins.owner_id"))
         """
 
     package static func values(_ box: MapBox, viewer: UUID) -> [SQLValue] {

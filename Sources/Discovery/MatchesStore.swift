@@ -40,6 +40,7 @@ package struct MatchesStore: Sendable {
             FROM my_wishes mw
             JOIN books b ON b.work_key = mw.work_key AND (mw.any_edition OR b.id = mw.book_id)
             JOIN copies c ON c.book_id = b.id AND c.status = 'available' AND c.owner_id <> $1
+                 AND \(Visibility.shown("c", owner: "owner_id"))
             CROSS JOIN LATERAL (
                 SELECT bookworm_distance_km($2, $3, p.public_latitude, p.public_longitude) AS distance
                 FROM pins p WHERE p.id = \(AlertsStore.placeOf(copy: "c")) OFFSET 0

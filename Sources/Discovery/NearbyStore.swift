@@ -33,18 +33,19 @@ package struct NearbyStore: Sendable {
               AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
               AND p.owner_id <> $12
               AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
+              AND \(Visibility.ownerActive("p.owner_id"))
         ), wanted_book AS (
             SELECT id FROM books WHERE isbn13 = $14
         ), placed AS (
             SELECT c.id AS copy_id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
             FROM near JOIN copies c ON c.pin_id = near.id
-            WHERE c.status = 'available'
+            WHERE c.status = 'available' AND c.hidden_at IS NULL
               AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
               AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
             UNION ALL
             SELECT c.id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
             FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
-            WHERE near.is_default AND c.status = 'available'
+            WHERE near.is_default AND c.status = 'available' AND c.hidden_at IS NULL
               AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
               AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
         )
@@ -77,6 +78,7 @@ package struct NearbyStore: Sendable {
                   AND bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) <= $7
                   AND p.owner_id <> $8
                   AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
+                  AND \(Visibility.ownerActive("p.owner_id"))
                   AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
         """
 
@@ -105,12 +107,12 @@ package struct NearbyStore: Sendable {
                 SELECT placed.copy_id, near.chord, near.public_latitude, near.public_longitude
                 FROM near CROSS JOIN LATERAL (
                     SELECT c.id AS copy_id FROM copies c
-                    WHERE c.pin_id = near.id AND c.status = 'available'
+                    WHERE c.pin_id = near.id AND c.status = 'available' AND c.hidden_at IS NULL
                       AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
                       AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
                     UNION ALL
                     SELECT c.id FROM copies c
-                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available' AND c.hidden_at IS NULL
                       AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
                       AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
                 ) placed

@@ -46,7 +46,7 @@ package struct PostsRoutes: Sendable {
 
     @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {
         let id = try context.parameters.uuid("id")
-        return try .json(try await service.get(id), for: request)
+        return try .json(try await service.get(id, viewer: context.session?.user.id), for: request)
     }
 
     @Sendable func create(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -34,8 +34,14 @@ package struct PostsService: Sendable {
         page.page(try await feedPosts.list(filter, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
     }
 
-    package func get(_ id: UUID) async throws -> PostView {
-        guard let post = try await posts.get(id) else { throw AppError.notFound("No post with id \(id.apiString)") }
+    /// A post hidden by reports, or by a suspended author, is there for its author only.
+    package func get(_ id: UUID, viewer: UUID?) async throws -> PostView {
+        let notFound = AppError.notFound("No post with id \(id.apiString)")
+        guard let post = try await posts.get(id) else { throw notFound }
+        guard post.author.id == viewer else {
+            guard try await posts.isShown(id) else { throw notFound }
+            return post
+        }
         return post
     }
 

@@ -43,6 +43,15 @@ package struct PostsStore: Sendable {
         return nil
     }
 
+    /// Whether others may see the post: not hidden by reports, author not suspended.
+    func isShown(_ id: UUID) async throws -> Bool {
+        let rows = try await client.query("""
+            SELECT \(unescaped: Visibility.shown("po", owner: "author_id")) FROM posts po WHERE po.id = \(id)
+            """, logger: logger)
+        for try await shown in rows.decode(Bool.self) { return shown }
+        return false
+    }
+
     /// The posts among `ids` that `author` wrote (delta sync).
     package func authored(_ ids: [UUID], author: UUID) async throws -> [UUID: PostView] {
         guard !ids.isEmpty else { return [:] }
@@ -82,6 +91,7 @@ package struct PostsStore: Sendable {
               AND ($3::uuid IS NULL OR po.book_id = $3)
               AND ($4::int8 IS NULL OR (po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5))
               AND ($7::uuid IS NULL OR \(BlocksStore.noBlockBetween("$7", "po.author_id")))
+              AND (po.author_id = $7 OR (\(Visibility.shown("po", owner: "author_id"))))
             """
         guard let near = filter.near else {
             return SQLStatement(sql: """

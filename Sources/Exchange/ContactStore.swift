@@ -21,19 +21,19 @@ package struct ContactStore: Sendable {
         case .user(let username):
             query = """
                 SELECT u.id, u.username, u.email, u.email_verified_at IS NOT NULL, NULL::uuid, NULL::uuid, NULL::text
-                FROM users u WHERE lower(u.username) = \(username.lowercased())
+                FROM users u WHERE lower(u.username) = \(username.lowercased()) AND u.suspended_at IS NULL
                 """
         case .copy(let id):
             query = """
                 SELECT u.id, u.username, u.email, u.email_verified_at IS NOT NULL, c.id, NULL::uuid, b.title
                 FROM copies c JOIN users u ON u.id = c.owner_id JOIN books b ON b.id = c.book_id
-                WHERE c.id = \(id) AND c.status <> 'withdrawn'
+                WHERE c.id = \(id) AND c.status <> 'withdrawn' AND c.hidden_at IS NULL AND u.suspended_at IS NULL
                 """
         case .post(let id):
             query = """
                 SELECT u.id, u.username, u.email, u.email_verified_at IS NOT NULL, po.copy_id, po.id, b.title
                 FROM posts po JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
-                WHERE po.id = \(id)
+                WHERE po.id = \(id) AND po.hidden_at IS NULL AND u.suspended_at IS NULL
                 """
         }
         let rows = try await connection.query(query, logger: logger)

@@ -46,7 +46,7 @@ package struct TradesService: Sendable {
         let id = try await client.transaction(logger: logger) { connection in
             let now = clock.now()
             let locked = try await trades.lockCopies([new.copyID] + [new.offeredCopyID].compactMap { $0 }, on: connection)
-            guard let copy = locked[new.copyID], copy.status != "withdrawn" || copy.ownerID == requester.id else {
+            guard let copy = locked[new.copyID], (copy.status != "withdrawn" && copy.shown) || copy.ownerID == requester.id else {
                 throw AppError.notFound("No copy with id \(new.copyID.apiString)")
             }
             guard copy.ownerID != requester.id else { throw AppError.broken("copy_id", "is your own copy") }

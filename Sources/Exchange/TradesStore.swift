@@ -1,3 +1,4 @@
+import Accounts
 import BookwormCore
 import Catalog
 import Foundation
@@ -10,6 +11,8 @@ struct LockedCopy: Sendable {
     let ownerID: UUID
     let bookID: UUID
     let status: String
+    /// Not hidden by reports, owner not suspended: others may ask for it.
+    let shown: Bool
 }
 
 /// SQL for trades: rows, events, counters and the copies they hold. Every write runs on the
@@ -41,11 +44,12 @@ struct TradesStore: Sendable {
     func lockCopies(_ ids: [UUID], on connection: PostgresConnection) async throws -> [UUID: LockedCopy] {
         guard !ids.isEmpty else { return [:] }
         let rows = try await connection.query("""
-            SELECT id, owner_id, book_id, status FROM copies WHERE id = ANY(\(ids)) ORDER BY id FOR UPDATE
+            SELECT c.id, c.owner_id, c.book_id, c.status, \(unescaped: Visibility.shown("c", owner: "owner_id"))
+            FROM copies c WHERE c.id = ANY(\(ids)) ORDER BY c.id FOR UPDATE OF c
             """, logger: logger)
         var copies: [UUID: LockedCopy] = [:]
-        for try await (id, owner, book, status) in rows.decode((UUID, UUID, UUID, String).self) {
-            copies[id] = LockedCopy(id: id, ownerID: owner, bookID: book, status: status)
+        for try await (id, owner, book, status, shown) in rows.decode((UUID, UUID, UUID, String, Bool).self) {
+            copies[id] = LockedCopy(id: id, ownerID: owner, bookID: book, status: status, shown: shown)
         }
         return copies
     }

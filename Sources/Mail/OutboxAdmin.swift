@@ -30,7 +30,7 @@ package struct OutboxAdmin: Sendable {
             suppressed = count
         }
         if table.count == 1 { table.append(["(empty)", "0", "-", "-", "-"]) }
-        return Self.render(table) + "\nsuppressed addresses: \(suppressed)"
+        return TextTable.render(table) + "\nsuppressed addresses: \(suppressed)"
     }
 
     package func list(status: String?, limit: Int) async throws -> String {
@@ -47,7 +47,7 @@ package struct OutboxAdmin: Sendable {
             table.append([id.apiString, state, kind, Self.mask(to), "\(attempts)", formatter.string(from: created),
                           state == "queued" ? formatter.string(from: next) : "-", String(error.prefix(60))])
         }
-        return Self.render(table)
+        return TextTable.render(table)
     }
 
     /// Queues a failed (or waiting) message again, due now, with a fresh set of attempts.
@@ -87,13 +87,5 @@ package struct OutboxAdmin: Sendable {
         case ..<172_800: "\(Int(seconds / 3600)) h"
         default: "\(Int(seconds / 86400)) d"
         }
-    }
-
-    package static func render(_ rows: [[String]]) -> String {
-        let widths = (0..<(rows.first?.count ?? 0)).map { column in rows.map { $0[column].count }.max() ?? 0 }
-        return rows.map { row in
-            zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-                .trimmingCharacters(in: .whitespaces)
-        }.joined(separator: "\n")
     }
 }

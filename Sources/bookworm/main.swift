@@ -2,6 +2,7 @@ import ArgumentParser
 
 import BookwormApp
 import BookwormCore
+import Exchange
 import Foundation
 import Logging
 
@@ -11,7 +12,7 @@ struct BookwormCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookworm",
         abstract: "The Bookworm book-exchange backend.",
-        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Seed.self, Trades.self, Health.self],
+        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Reports.self, Users.self, Audit.self, Seed.self, Trades.self, Health.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -149,5 +150,87 @@ struct Health: ParsableCommand {
     func run() throws {
         let port = self.port ?? ProcessInfo.processInfo.environment["BOOKWORM_PORT"].flatMap { Int($0) } ?? 8080
         guard (1...65535).contains(port), HealthProbe.ready(port: port) else { throw ExitCode(1) }
+    }
+}
+
+/// Runs an admin command and prints its answer; a refusal (unknown user, report already
+/// resolved) is one line on standard error and exit status 1.
+func runAdmin(_ action: ModerationAction) async throws {
+    let config = try loadConfig()
+    do {
+        print(try await runModerationCommand(action, actor: AdminActor.current(), config: config, logger: Logger(label: "bookworm.admin")))
+    } catch let error as AppError {
+        FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+        throw ExitCode(1)
+    }
+}
+
+struct Reports: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Reports: list [--status open|dismissed|removed|suspended|all] | show ID | resolve ID --action dismiss|remove|suspend [--reason TEXT].")
+
+    @Argument(help: "list | show | resolve") var action: String = "list"
+    @Argument(help: "The report id, for show and resolve.") var id: String?
+    @Option(help: "Only reports with this status (list; default open).") var status = "open"
+    @Option(name: .customLong("action"), help: "dismiss | remove | suspend (resolve).") var resolution: String?
+    @Option(help: "Why (resolve); kept in the audit log.") var reason: String?
+    @Option(help: "How many reports to list.") var limit = 50
+
+    func validate() throws {
+        guard ["list", "show", "resolve"].contains(action) else { throw ValidationError("unknown action '\(action)'") }
+        if action != "list", id.flatMap(UUID.init(uuidString:)) == nil { throw ValidationError("\(action) needs the report id (a UUID)") }
+        if action == "resolve", resolution.flatMap(ReportAction.init(rawValue:)) == nil {
+            throw ValidationError("resolve needs --action dismiss, remove or suspend")
+        }
+        guard ["open", "dismissed", "removed", "suspended", "all"].contains(status) else {
+            throw ValidationError("--status is open, dismissed, removed, suspended or all")
+        }
+        guard (1...10_000).contains(limit) else { throw ValidationError("--limit is 1 to 10000") }
+    }
+
+    func run() async throws {
+        switch (action, id.flatMap(UUID.init(uuidString:)), resolution.flatMap(ReportAction.init(rawValue:))) {
+        case ("show", let id?, _): try await runAdmin(.showReport(id))
+        case ("resolve", let id?, let how?): try await runAdmin(.resolve(id, how, reason: reason))
+        default: try await runAdmin(.listReports(status: status == "all" ? nil : status, limit: limit))
+        }
+    }
+}
+
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Accounts: show USERNAME | suspend USERNAME [--reason TEXT] | unsuspend USERNAME [--reason TEXT].")
+
+    @Argument(help: "show | suspend | unsuspend") var action: String
+    @Argument(help: "The username.") var username: String
+    @Option(help: "Why; kept in the audit log.") var reason: String?
+
+    func validate() throws {
+        guard ["show", "suspend", "unsuspend"].contains(action) else { throw ValidationError("unknown action '\(action)'") }
+        if let reason, reason.count > 500 { throw ValidationError("--reason is at most 500 characters") }
+    }
+
+    func run() async throws {
+        switch action {
+        case "suspend": try await runAdmin(.suspend(username, reason: reason))
+        case "unsuspend": try await runAdmin(.unsuspend(username, reason: reason))
+        default: try await runAdmin(.showUser(username))
+        }
+    }
+}
+
+struct Audit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The admin audit log, newest first: list [--limit N].")
+
+    @Argument(help: "list") var action: String = "list"
+    @Option(help: "How many entries.") var limit = 50
+
+    func validate() throws {
+        guard action == "list" else { throw ValidationError("unknown action '\(action)'") }
+        guard (1...10_000).contains(limit) else { throw ValidationError("--limit is 1 to 10000") }
+    }
+
+    func run() async throws {
+        try await runAdmin(.audit(limit: limit))
     }
 }

@@ -8,13 +8,16 @@ package struct UserRecord: Sendable {
     package let username: String
     package let displayName: String?
     package let bio: String?
-    package let passwordHash: String
+    /// Nil for an account made by Google sign-in that never set a password.
+    package let passwordHash: String?
     package let emailVerifiedAt: Date?
     package let createdAt: Date
     /// How alerts are mailed: `instant`, `daily` or `off`.
     package let alerts: String
+    /// Set while an admin has suspended the account.
+    package let suspendedAt: Date?
 
-    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String, emailVerifiedAt: Date? = nil, createdAt: Date, alerts: String = "daily") {
+    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String?, emailVerifiedAt: Date? = nil, createdAt: Date, alerts: String = "daily", suspendedAt: Date? = nil) {
         self.id = id
         self.email = email
         self.username = username
@@ -24,6 +27,7 @@ package struct UserRecord: Sendable {
         self.emailVerifiedAt = emailVerifiedAt
         self.createdAt = createdAt
         self.alerts = alerts
+        self.suspendedAt = suspendedAt
     }
 }
 

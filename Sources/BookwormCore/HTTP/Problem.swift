@@ -21,6 +21,9 @@ extension AppError {
         }
     }
 
+    /// One line for a person at a terminal (the admin commands).
+    package var message: String { problem.detail }
+
     var problem: Problem {
         switch self {
         case .validation(let errors):
