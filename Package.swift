@@ -17,6 +17,7 @@ let testDependencies: [Target.Dependency] = rooms + [
     "BookwormTestSupport",
     .product(name: "ZIPFoundation", package: "ZIPFoundation"),
     .product(name: "HummingbirdTesting", package: "hummingbird"),
+    .product(name: "JWTKit", package: "jwt-kit"),
 ]
 
 let package = Package(
@@ -115,7 +116,7 @@ let package = Package(
         // Helpers every test target shares: a database per test, the app, a real SMTP sink, a manual clock.
         .target(
             name: "BookwormTestSupport",
-            dependencies: rooms + [.product(name: "HummingbirdTesting", package: "hummingbird")],
+            dependencies: rooms + [.product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "JWTKit", package: "jwt-kit")],
             path: "Tests/Support"
         ),
         // One test target per room.

@@ -91,9 +91,11 @@ struct AuthResponse: Encodable, Sendable {
     let user: PrivateUser
     let token: String
     let expiresAt: Date
+    /// Google sign-in only: whether this sign-in made the account.
+    var created: Bool?
 
     enum CodingKeys: String, CodingKey {
-        case user, token
+        case user, token, created
         case expiresAt = "expires_at"
     }
 }

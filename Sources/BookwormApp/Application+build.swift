@@ -183,7 +183,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     WishesRoutes(service: wishes).addRoutes(authenticated: authenticated)
     let exports = addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, trades: trades,
                                        readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
-    addTrustRoutes(to: authenticated, config: config, client: client, logger: logger)
+    addTrustRoutes(public: v1, authenticated: authenticated, config: config, client: client, sessions: sessions, throttles: throttles,
+                   logger: logger)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,

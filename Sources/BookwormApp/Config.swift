@@ -35,6 +35,8 @@ package struct Config: Sendable {
     package var imports = ImportPolicy()
     /// Different reporters that hide a copy or post until an admin decides (`BOOKWORM_REPORT_HIDE_THRESHOLD`).
     package var reports = ReportPolicy()
+    /// Google sign-in: on with `GOOGLE_CLIENT_IDS`; keys from `GOOGLE_JWKS_URL`.
+    package var google = GoogleSettings()
     /// Run the outbox worker inside `serve` (off with `serve --no-worker`).
     package var runWorker = true
     package var maxBodyBytes: Int
@@ -137,6 +139,9 @@ package struct Config: Sendable {
             ?? defaults.erasure.usernameHoldDays
         config.reports.hideThreshold = try reader.int("BOOKWORM_REPORT_HIDE_THRESHOLD", range: 1...1000)
             ?? defaults.reports.hideThreshold
+        config.google.clientIDs = (reader.string("GOOGLE_CLIENT_IDS") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        config.google.jwksURL = try reader.url("GOOGLE_JWKS_URL", schemes: ["https", "http"]) ?? defaults.google.jwksURL
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

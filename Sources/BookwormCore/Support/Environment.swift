@@ -39,4 +39,13 @@ package struct EnvironmentReader {
         default: throw ConfigError(variable: name, message: "expected true or false, got '\(raw)'")
         }
     }
+
+    /// An absolute URL with one of `schemes`.
+    package func url(_ name: String, schemes: Set<String>) throws -> String? {
+        guard let raw = string(name) else { return nil }
+        guard let url = URL(string: raw), let scheme = url.scheme?.lowercased(), schemes.contains(scheme), url.host != nil else {
+            throw ConfigError(variable: name, message: "expected an \(schemes.sorted().joined(separator: " or ")) URL, got '\(raw)'")
+        }
+        return raw
+    }
 }
