@@ -4,6 +4,9 @@
 SWIFT ?= swift
 APT_PACKAGES := libsodium-dev libcurl4-openssl-dev zlib1g-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv systemd
 BENCH_PACKAGES := wrk postgresql-15-postgis-3
+# A real browser for the pages behind the mail links (PagesTests), driven by selenium in $(VENV).
+BROWSER_PACKAGES := chromium chromium-driver
+SELENIUM_VERSION := 4.38.0
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # The test cluster's folder: inside the checkout when the `postgres` user (which runs it when we
@@ -21,7 +24,7 @@ DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
 HADOLINT_VERSION := 2.12.0
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 
-.PHONY: conformance-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability seed stop-test-db clean
+.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -49,6 +52,17 @@ conformance-deps: deps
 		python3 -m venv "$(VENV)" && "$(VENV)/bin/pip" install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; \
 	fi
 
+browser-deps: conformance-deps
+	@missing=""; for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+	@if ! "$(VENV)/bin/python" -c "import selenium, sys; sys.exit(selenium.__version__ != '$(SELENIUM_VERSION)')" 2>/dev/null; then \
+		"$(VENV)/bin/pip" install -q "selenium==$(SELENIUM_VERSION)"; \
+	fi
+
 deploy-deps: deps
 	@if ! "$(DEPLOY_VENV)/bin/hadolint" --version 2>/dev/null | grep -q "$(HADOLINT_VERSION)" || \
 	    ! "$(DEPLOY_VENV)/bin/check-jsonschema" --version 2>/dev/null | grep -q "$(CHECK_JSONSCHEMA_VERSION)"; then \
@@ -61,9 +75,10 @@ deploy-check: deploy-deps
 	$(SWIFT) build --product bookworm
 	Deploy/check.sh "$(DEPLOY_VENV)" "$$($(SWIFT) build --show-bin-path)/bookworm"
 
-test: deps conformance-deps deploy-check
+test: deps conformance-deps browser-deps deploy-check
 	@mkdir -p "$(TEST_DATA_DIR)"
-	@status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
+	@status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
+		BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status
 
 # The tests leave their cluster running for the next test process of the same run; stop it.

@@ -37,7 +37,8 @@ package struct AccountMail: Sendable {
     /// Called inside the registration transaction.
     func sendCode(to user: UserRecord, on connection: PostgresConnection) async throws {
         let code = try await verifications.issueCode(userID: user.id, on: connection)
-        try await outbox.enqueue(templates.verification(to: user.email, username: user.username, code: code),
+        let link = try await verifications.issueLink(userID: user.id, on: connection)
+        try await outbox.enqueue(templates.verification(to: user.email, username: user.username, code: code, token: link),
                                  kind: .verifyEmail, on: connection)
     }
 
@@ -105,4 +106,15 @@ package struct AccountMail: Sendable {
     }
 
     static let badToken = AppError.broken("token", "is unknown, used or expired; ask for a new link")
+
+    /// The link in the verification mail, followed (and confirmed) in a browser.
+    func verifyByLink(_ token: String) async throws {
+        try await client.transaction(logger: logger) { connection in
+            guard try await verifications.consumeLink(token, on: connection) != nil else { throw Self.badToken }
+        }
+    }
+
+    func isLive(_ token: String) async throws -> Bool {
+        try await verifications.isLive(token)
+    }
 }

@@ -102,6 +102,44 @@ package struct VerificationStore: Sendable {
             """, logger: logger)
     }
 
+    static let linkLifetime: TimeInterval = 24 * 3600
+
+    /// The link in a verification mail; earlier links stay valid until they expire.
+    func issueLink(userID: UUID, on connection: PostgresConnection) async throws -> String {
+        let token = "vfy_" + SecureRandom.base64URL(SecureRandom.bytes(32))
+        try await connection.query("""
+            INSERT INTO email_links (token_hash, user_id, expires_at)
+            VALUES (\(ByteBuffer(bytes: Digest.sha256(token))), \(userID), \(clock.now()) + make_interval(secs => \(Self.linkLifetime)))
+            """, logger: logger)
+        return token
+    }
+
+    /// Whether a link (`vfy_…`) or reset (`rst_…`) token can still be used, without using it.
+    func isLive(_ token: String) async throws -> Bool {
+        let hash = ByteBuffer(bytes: Digest.sha256(token))
+        let query: PostgresQuery = token.hasPrefix("vfy_")
+            ? "SELECT 1 FROM email_links WHERE token_hash = \(hash) AND used_at IS NULL AND expires_at > \(clock.now())"
+            : "SELECT 1 FROM password_resets WHERE token_hash = \(hash) AND used_at IS NULL AND expires_at > \(clock.now())"
+        for try await _ in try await client.query(query, logger: logger) { return true }
+        return false
+    }
+
+    /// Uses a verification link: its user's address is verified and the code retired. Nil when
+    /// the link is unknown, used or expired.
+    func consumeLink(_ token: String, on connection: PostgresConnection) async throws -> UUID? {
+        let rows = try await connection.query("""
+            UPDATE email_links SET used_at = \(clock.now())
+            WHERE token_hash = \(ByteBuffer(bytes: Digest.sha256(token))) AND used_at IS NULL AND expires_at > \(clock.now())
+            RETURNING user_id
+            """, logger: logger)
+        var found: UUID?
+        for try await userID in rows.decode(UUID.self) { found = userID }
+        guard let userID = found else { return nil }
+        try await markEmailVerified(userID: userID, on: connection)
+        try await connection.query("DELETE FROM email_verifications WHERE user_id = \(userID)", logger: logger)
+        return userID
+    }
+
     func markEmailVerified(userID: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("""
             UPDATE users SET email_verified_at = coalesce(email_verified_at, \(clock.now())) WHERE id = \(userID)

@@ -152,6 +152,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     router.add(middleware: InputSanityMiddleware())
     SystemRoutes(client: client, migrator: migrator, logger: logger,
                  openAPIDocument: try BundledResources.openAPIDocument()).addRoutes(to: router)
+    // The pages behind the mail links (HTML, outside /v1).
+    try AccountPages(mail: accountMail, publicBaseURL: config.mail.publicBaseURL).addRoutes(to: router)
     let v1 = router.group("v1")
     let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
     let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))

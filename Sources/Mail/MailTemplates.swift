@@ -16,7 +16,8 @@ package struct MailTemplates: Sendable {
                     subject: subject, body: body, date: Date())
     }
 
-    package func verification(to address: String, username: String, code: String) -> MailMessage {
+    /// The code is for the app; the link (a day long) is for a browser.
+    package func verification(to address: String, username: String, code: String, token: String) -> MailMessage {
         message(to: address, subject: "Confirm your email address for Bookworm", body: """
             Hello \(username),
 
@@ -24,13 +25,22 @@ package struct MailTemplates: Sendable {
 
                 \(code)
 
-            It works for 30 minutes. If you did not sign up for Bookworm, ignore this email.
+            It works for 30 minutes. Or open this link, which works for a day:
+
+            \(page("verify-email", token: token))
+
+            If you did not sign up for Bookworm, ignore this email.
             """)
     }
 
-    package func passwordReset(to address: String, username: String, token: String) -> MailMessage {
+    /// A page of ours, with its token, from `PUBLIC_BASE_URL`.
+    func page(_ path: String, token: String) -> String {
         let base = publicBaseURL.hasSuffix("/") ? String(publicBaseURL.dropLast()) : publicBaseURL
-        let link = "\(base)/reset-password?token=\(token)"
+        return "\(base)/\(path)?token=\(token)"
+    }
+
+    package func passwordReset(to address: String, username: String, token: String) -> MailMessage {
+        let link = page("reset-password", token: token)
         return message(to: address, subject: "Reset your Bookworm password", body: """
             Hello \(username),
 

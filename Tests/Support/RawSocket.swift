@@ -106,12 +106,18 @@ struct RawResponse: Sendable {
 }
 
 /// One request on a fresh connection (`Connection: close`), answer parsed.
-func rawRequest(port: Int, _ method: String, _ path: String, json: String? = nil, token: String? = nil,
+func rawRequest(port: Int, _ method: String, _ path: String, json: String? = nil, token: String? = nil, form: String? = nil,
                 timeout: TimeInterval = 20) throws -> RawResponse {
     let socket = try RawSocket(port: port)
     var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
     if let token { text += "Authorization: Bearer \(token)\r\n" }
-    if let json { text += "Content-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n\(json)" } else { text += "\r\n" }
+    if let json {
+        text += "Content-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n\(json)"
+    } else if let form {
+        text += "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(form.utf8.count)\r\n\r\n\(form)"
+    } else {
+        text += "\r\n"
+    }
     try socket.send(text)
     guard let response = socket.readResponse(timeout: timeout) else {
         throw TestFailure("no answer to \(method) \(path) within \(timeout) s")

@@ -22,11 +22,11 @@ final class ServerProcess: @unchecked Sendable {
     let logPath: String
 
     /// Starts `bookworm serve --no-worker --migrate` on `databaseURL` and waits until it answers.
-    init(databaseURL: String, environment extra: [String: String] = [:]) async throws {
-        port = try Self.freePort()
+    init(databaseURL: String, port: Int? = nil, environment extra: [String: String] = [:]) async throws {
+        self.port = try port ?? Self.freePort()
         logPath = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-server-\(UUID().uuidString).log").path
         var environment = [
-            "DATABASE_URL": databaseURL, "BOOKWORM_PORT": String(port), "LOG_LEVEL": "warning",
+            "DATABASE_URL": databaseURL, "BOOKWORM_PORT": String(self.port), "LOG_LEVEL": "warning",
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
             "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",

@@ -1,0 +1,81 @@
+"""Drives Debian's chromium (headless, phone-sized) through Bookworm's pages for PagesTests.
+
+    pages.py open URL [SCREENSHOT]              -> {"heading", "error", "message", "title"}
+    pages.py click URL                          -> before and after pressing the form's button
+    pages.py reset URL PASSWORD CONFIRM [SHOT]  -> before and after submitting a new password
+
+Prints one JSON object. Exits 3 with a message when the browser cannot start.
+"""
+import json
+import os
+import sys
+
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as shown
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("BOOKWORM_CHROMIUM", "/usr/bin/chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=390,844", "--no-first-run", "--disable-extensions"):
+        options.add_argument(flag)
+    service = Service(executable_path=os.environ.get("BOOKWORM_CHROMEDRIVER", "/usr/bin/chromedriver"))
+    try:
+        driver = webdriver.Chrome(service=service, options=options)
+        driver.set_page_load_timeout(60)
+        return driver
+    except WebDriverException as error:
+        print(f"the browser did not start: {error.msg}", file=sys.stderr)
+        sys.exit(3)
+
+
+def text(driver, element_id):
+    try:
+        return driver.find_element(By.ID, element_id).text
+    except NoSuchElementException:
+        return None
+
+
+def state(driver, previous=None):
+    """The page once it has loaded: after a submit, once the old page is gone."""
+    wait = WebDriverWait(driver, 60)
+    if previous is not None:
+        wait.until(shown.staleness_of(previous))
+    wait.until(shown.presence_of_element_located((By.TAG_NAME, "h1")))
+    return {"title": driver.title, "heading": driver.find_element(By.TAG_NAME, "h1").text,
+            "error": text(driver, "error"), "message": text(driver, "message"), "url": driver.current_url,
+            "scripts": len(driver.find_elements(By.TAG_NAME, "script"))}
+
+
+def main(argv):
+    mode, url = argv[1], argv[2]
+    driver = browser()
+    try:
+        driver.get(url)
+        result = {"before": state(driver)}
+        shot = argv[3] if mode == "open" and len(argv) > 3 else None
+        if mode == "click":
+            old = driver.find_element(By.TAG_NAME, "h1")
+            driver.find_element(By.ID, "submit").click()
+            result["after"] = state(driver, old)
+        if mode == "reset":
+            driver.find_element(By.ID, "password").send_keys(argv[3])
+            driver.find_element(By.ID, "confirm").send_keys(argv[4])
+            old = driver.find_element(By.TAG_NAME, "h1")
+            driver.find_element(By.ID, "submit").click()
+            result["after"] = state(driver, old)
+            shot = argv[5] if len(argv) > 5 else None
+        if shot:
+            driver.save_screenshot(shot)
+        print(json.dumps(result))
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
