@@ -34,7 +34,9 @@ def int_bytes(value: int) -> bytes:
 def probable_prime(bits: int) -> int:
     rng = random.SystemRandom()
     while True:
-        candidate = rng.getrandbits(bits) | (1 << bits - 1) | 1
+        # The top two bits set, so the product of two has exactly twice the bits (2048: the
+        # least RSA key verifiers accept).
+        candidate = rng.getrandbits(bits) | (3 << bits - 2) | 1
         if all(candidate % p for p in (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)) and miller_rabin(candidate, rng):
             return candidate
 

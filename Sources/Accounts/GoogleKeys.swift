@@ -53,7 +53,20 @@ actor GoogleKeySet {
         try await task.value
     }
 
+    /// Any failure (network, HTTP status, a key that does not parse) is a 503: the server
+    /// cannot check Google tokens right now, and the client may retry.
     private func download() async throws {
+        do {
+            try await replaceKeys()
+        } catch let error as AppError {
+            throw error
+        } catch {
+            logger.error("Google keys could not be fetched", metadata: ["error": .string("\(error)"), "url": .string(url)])
+            throw AppError.unavailable("Google's signing keys could not be fetched")
+        }
+    }
+
+    private func replaceKeys() async throws {
         lastFetch = clock.now()
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")

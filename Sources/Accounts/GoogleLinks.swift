@@ -26,6 +26,21 @@ extension GoogleSignIn {
         }
     }
 
+    /// Google again, for something that cannot be undone (erasing an account without a
+    /// password): the token must be of the Google account linked to `user` (422 otherwise).
+    package func confirmOwner(idToken: String, of user: UserRecord, clientAddress: String) async throws {
+        let identity: GoogleIdentity
+        do {
+            identity = try await verified(idToken, clientAddress: clientAddress)
+        } catch let error as AppError where error.status == .unauthorized || error.status == .notFound {
+            throw AppError.broken("id_token", "is not a valid Google token for this server")
+        }
+        let owner = try await client.withConnection { connection in
+            try await identities.user(provider: Self.provider, subject: identity.subject, on: connection)
+        }
+        guard owner?.id == user.id else { throw AppError.broken("id_token", "is not of the Google account linked to this account") }
+    }
+
     /// Refused (409) when Google is the account's only way in: it has no password.
     func unlink(session: AuthenticatedSession) async throws {
         _ = try enabledVerifier()

@@ -183,10 +183,11 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     MapRoutes(map: MapStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
     WishesRoutes(service: wishes).addRoutes(authenticated: authenticated)
-    let exports = addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, trades: trades,
-                                       readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
-    addTrustRoutes(public: v1, authenticated: authenticated, config: config, client: client, sessions: sessions, throttles: throttles,
-                   logger: logger)
+    let google = addTrustRoutes(public: v1, authenticated: authenticated, config: config, client: client, sessions: sessions,
+                                throttles: throttles, logger: logger)
+    let exports = addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, google: google,
+                                       trades: trades, readings: readings, wishes: wishes, outbox: outbox, templates: templates,
+                                       logger: logger)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
@@ -200,7 +201,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
 /// Sync, import, export and account erasure (the Portability room), on `authenticated`; returns
 /// the export service, whose expired archives housekeeping drops.
 func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, accounts: AccountsService,
-                          trades: TradesService, readings: ReadingsService, wishes: WishesService, outbox: OutboxStore,
+                          google: GoogleSignIn, trades: TradesService, readings: ReadingsService, wishes: WishesService, outbox: OutboxStore,
                           templates: MailTemplates, logger: Logger) -> ExportService {
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
                            clock: config.clock, logger: logger)
@@ -209,7 +210,7 @@ func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, conf
     ExportRoutes(service: exports).addRoutes(authenticated: authenticated)
     ImportRoutes(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
-    ErasureRoutes(service: ErasureService(client: client, accounts: accounts, trades: trades, outbox: outbox, templates: templates,
+    ErasureRoutes(service: ErasureService(client: client, accounts: accounts, google: google, trades: trades, outbox: outbox, templates: templates,
                                           policy: config.erasure, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
     return exports

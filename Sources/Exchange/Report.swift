@@ -87,7 +87,8 @@ package struct AdminActor: Sendable {
     /// The login behind `sudo` if any, else the user running the command.
     package static func current() -> AdminActor {
         let environment = ProcessInfo.processInfo.environment
-        let name = environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"] ?? "uid \(getuid())"
+        let account = getpwuid(getuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } }
+        let name = environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"] ?? account ?? "uid \(getuid())"
         return AdminActor(name: name, host: ProcessInfo.processInfo.hostName)
     }
 }

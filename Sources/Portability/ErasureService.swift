@@ -11,6 +11,7 @@ import Mail
 package struct ErasureService: Sendable {
     let client: Database
     let accounts: AccountsService
+    let google: GoogleSignIn
     let trades: TradesService
     let outbox: OutboxStore
     let templates: MailTemplates
@@ -19,10 +20,11 @@ package struct ErasureService: Sendable {
     let clock: any AppClock
     let logger: Logger
 
-    package init(client: Database, accounts: AccountsService, trades: TradesService, outbox: OutboxStore,
+    package init(client: Database, accounts: AccountsService, google: GoogleSignIn, trades: TradesService, outbox: OutboxStore,
                  templates: MailTemplates, policy: ErasurePolicy, clock: any AppClock, logger: Logger) {
         self.client = client
         self.accounts = accounts
+        self.google = google
         self.trades = trades
         self.outbox = outbox
         self.templates = templates
@@ -32,8 +34,11 @@ package struct ErasureService: Sendable {
         self.logger = logger
     }
 
-    func erase(_ user: UserRecord, password: String) async throws {
-        try await accounts.confirmPassword(password, of: user, field: "password")
+    func erase(_ user: UserRecord, proof: ErasureProof, clientAddress: String) async throws {
+        switch proof {
+        case .password(let password): try await accounts.confirmPassword(password, of: user, field: "password")
+        case .google(let token): try await google.confirmOwner(idToken: token, of: user, clientAddress: clientAddress)
+        }
         let now = clock.now()
         let holdUntil = now.addingTimeInterval(Double(policy.usernameHoldDays) * 86400)
         let confirmation = templates.notice(

@@ -170,6 +170,27 @@ import Testing
         }
     }
 
+    /// An account made by Google has no password; it proves itself with Google to be erased.
+    @Test func anAccountWithoutAPasswordIsErasedWithItsGoogleToken() async throws {
+        try await withGoogleApp { app, google in
+            let claims = FakeGoogle.Claims(now: app.clock.now())
+            let signedIn = try await signIn(app, try await google.token(claims)).jsonObject()
+            let token = try #require(signedIn["token"] as? String)
+            let stranger = try await google.token(FakeGoogle.Claims(now: app.clock.now()))
+            let wrong = try await app.request(.delete, "/v1/me", json: ["id_token": stranger], token: token)
+            #expect(try wrong.status == .unprocessableContent && wrong.problemFields() == ["id_token"])
+            let both = try await app.request(.delete, "/v1/me", json: ["id_token": stranger, "password": "x"], token: token)
+            #expect(both.status == .badRequest)
+            #expect(try await app.request(.delete, "/v1/me", json: ["password": "anything at all"], token: token).status
+                    == .unprocessableContent)
+            let erased = try await app.request(.delete, "/v1/me", json: ["id_token": try await google.token(claims)], token: token)
+            #expect(erased.status == .accepted)
+            #expect(try await app.count("SELECT count(*)::int8 FROM identities", user: "") == 0)
+            // The same Google account signs up afresh: a new account.
+            #expect(try await signIn(app, try await google.token(claims)).jsonObject()["created"] as? Bool == true)
+        }
+    }
+
     @Test func withoutClientIdsGoogleSignInIsNotThere() async throws {
         try await withApp { app in
             let alice = try await app.register()
@@ -186,5 +207,19 @@ extension Array {
         var result: [T] = []
         for element in self { result.append(try await transform(element)) }
         return result
+    }
+}
+
+@Suite struct GoogleKeysUnreachableTests {
+    @Test func whenGooglesKeysCannotBeFetchedSignInIsA503NotA500() async throws {
+        let closed = try ServerProcess.freePort()
+        try await withApp(configure: {
+            $0.google.clientIDs = [FakeGoogle.clientID]
+            $0.google.jwksURL = "http://127.0.0.1:\(closed)/certs"
+        }) { app in
+            let token = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiIxIn0.c2ln"
+            let response = try await app.request(.post, "/v1/auth/google", json: ["id_token": token])
+            #expect(response.status == .serviceUnavailable && response.isProblem)
+        }
     }
 }

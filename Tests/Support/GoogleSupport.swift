@@ -77,8 +77,8 @@ final class FakeGoogle: Sendable {
     }
 
     struct Claims: Sendable {
-        var subject = "1070000000000000000\(Int.random(in: 10...99))"
-        var email = "reader\(Int.random(in: 1000...9999))@gmail.com"
+        var subject = String(UInt64.random(in: 100_000_000_000_000_000...999_999_999_999_999_999))
+        var email = "reader\(UInt32.random(in: 1_000_000...9_999_999))@gmail.com"
         var emailVerified = true
         var audience = FakeGoogle.clientID
         var issuer = "https://accounts.google.com"
