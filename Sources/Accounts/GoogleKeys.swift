@@ -27,20 +27,22 @@ actor GoogleKeySet {
         self.logger = logger
     }
 
-    /// The key collection when it holds `kid` (fetching first if the cache is stale, or if the
-    /// kid is new and the last fetch is old enough); nil when the kid is unknown.
+    /// The key collection when it holds `kid`; nil when the kid is unknown. The set is fetched
+    /// when it is stale or does not hold the kid, but at most once per `refetchInterval`, even
+    /// while Google is unreachable: meanwhile the keys already held keep verifying.
     func keys(for kid: String) async throws -> JWTKeyCollection? {
         let now = clock.now()
-        let stale = now >= freshUntil
-        let mayRefetch = lastFetch.map { now.timeIntervalSince($0) >= refetchInterval } ?? true
-        if stale || (!kids.contains(kid) && mayRefetch) {
+        let mayFetch = lastFetch.map { now.timeIntervalSince($0) >= refetchInterval } ?? true
+        if let fetching {
+            _ = try? await fetching.value
+        } else if mayFetch && (now >= freshUntil || !kids.contains(kid)) {
             do {
                 try await fetch()
             } catch where !kids.isEmpty {
-                // Google unreachable: the keys we hold still verify what they signed.
                 logger.warning("Google keys not refreshed", metadata: ["error": .string("\(error)")])
             }
         }
+        guard !kids.isEmpty else { throw AppError.unavailable("Google's signing keys could not be fetched") }
         return kids.contains(kid) ? keys : nil
     }
 
