@@ -145,6 +145,10 @@ final class ProgressBar: @unchecked Sendable {
     let label: String
     let total: Int
     let start = Date()
+    /// Tenths already printed, when standard error is not a terminal.
+    private var printedTenths = -1
+    private let lock = NSLock()
+    static let terminal = isatty(STDERR_FILENO) != 0
 
     init(label: String, total: Int) {
         self.label = label
@@ -162,7 +166,16 @@ final class ProgressBar: @unchecked Sendable {
         let rate = Double(done) / max(Date().timeIntervalSince(start), 0.001)
         let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: 30 - filled)
         let padded = label.padding(toLength: 7, withPad: " ", startingAt: 0)
-        let line = "\r\(padded) [\(bar)] \(Int(fraction * 100))% \(done)/\(total) (\(Int(rate))/s)"
-        FileHandle.standardError.write(Data((line + (done >= total ? "\n" : "")).utf8))
+        let line = "\(padded) [\(bar)] \(Int(fraction * 100))% \(done)/\(total) (\(Int(rate))/s)"
+        if Self.terminal {
+            FileHandle.standardError.write(Data(("\r" + line + (done >= total ? "\n" : "")).utf8))
+        } else if lock.withLock({ () -> Bool in
+            // A log file or CI gets whole lines, one per tenth, not a screenful of carriage returns.
+            guard Int(fraction * 10) > printedTenths || done >= total else { return false }
+            printedTenths = Int(fraction * 10)
+            return true
+        }) {
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
     }
 }

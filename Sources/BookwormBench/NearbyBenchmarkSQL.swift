@@ -49,51 +49,6 @@ enum NearbyBenchmarkSQL {
             """ + pageDetails
     }
 
-    /// A stronger reference than a full scan of copies: the exact haversine of every pin only
-    /// (about 150,000, not 1,000,000), sorted, each pin's copies fetched by index as the sort
-    /// goes; the query this project ran before its nearest-neighbour index.
-    static func pinScan(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        "WITH " + pageOfCopies(near: """
-            SELECT p.id, p.owner_id, p.is_default,
-                   bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) AS distance
-            FROM pins p
-            WHERE bookworm_distance_km(\(latitude)::float8, \(longitude)::float8, p.public_latitude, p.public_longitude) <= \(radiusKm)::float8
-              AND p.owner_id <> '\(caller.apiString)'
-            ORDER BY distance
-            """, limit: limit)
-    }
-
-    /// Rows of the project's query are copy ids in order; PostGIS's answer must match them.
-    static func postGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        """
-        WITH origin AS (SELECT ST_SetSRID(ST_MakePoint(\(longitude), \(latitude)), 4326)::geography AS geog),
-        """ + pageOfCopies(near: """
-            SELECT g.id, g.owner_id, g.is_default, (g.geog <-> origin.geog) / 1000 AS distance
-            FROM bench_pin_geog g, origin
-            WHERE ST_DWithin(g.geog, origin.geog, \(radiusKm * 1000), false) AND g.owner_id <> '\(caller.apiString)'
-            ORDER BY g.geog <-> origin.geog
-            """, limit: limit)
-    }
-
-    /// What both references share: `near` (id, owner_id, is_default, distance, nearest first),
-    /// each pin's available copies as the sort goes, one page of (copy id, distance).
-    private static func pageOfCopies(near: String, limit: Int) -> String {
-        """
-        page AS (
-            SELECT placed.copy_id, near.distance
-            FROM (\(near)) near
-            CROSS JOIN LATERAL (
-                SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
-                UNION ALL
-                SELECT c.id FROM copies c
-                WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
-            ) placed
-            ORDER BY near.distance, placed.copy_id
-            LIMIT \(limit)
-        )
-        """ + pageDetails
-    }
-
     /// Every reference ends like the server's query: the page's copies joined to their books and owners.
     private static let pageDetails = """
 
