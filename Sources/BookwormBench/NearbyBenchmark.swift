@@ -33,6 +33,7 @@ struct NearbyBenchmark {
         }
         print("setting up PostGIS beside the project's schema…")
         try database.execute(NearbyBenchmarkSQL.postGISSetup)
+        try database.execute(NearbyBenchmarkSQL.prewarm)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
         let timings = try await server.clientSettings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
@@ -109,9 +110,9 @@ struct NearbyBenchmark {
                                                                        radiusKm: radiusKm, limit: limit, caller: nobody)
             }.milliseconds)
             let postGISRows = try await client.withConnection { connection -> [(UUID, Double)] in
-                let reference = NearbyReferences.PostGIS(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm,
-                                                         limit: limit, caller: nobody)
-                let (elapsed, rows) = try await NearbyReferences.time(reference, on: connection)
+                let reference = NearbyReferences.literalPostGIS(latitude: origin.latitude, longitude: origin.longitude,
+                                                                radiusKm: radiusKm, limit: limit, caller: nobody)
+                let (elapsed, rows) = try await NearbyReferences.timePrepared(reference, on: connection)
                 timings.postGIS.append(elapsed)
                 timings.cubeFloor.append(try await NearbyReferences.time(
                     NearbyReferences.CubeFloor(latitude: origin.latitude, longitude: origin.longitude, limit: limit), on: connection).0)
