@@ -79,9 +79,8 @@ package struct AccountPages: Sendable {
         if password != (fields["confirm"] ?? "") { problem = "The two passwords are not the same." }
         if problem == nil, (try? AccountValidation.password(password)) == nil { problem = "The password must be 10 to 128 characters." }
         if let problem {
-            var form = PageTemplates.Page(title: Kind.reset.title, heading: Kind.reset.title, error: problem, token: token,
+            let form = PageTemplates.Page(title: Kind.reset.title, heading: Kind.reset.title, error: problem, token: token,
                                           csrf: fields["csrf"])
-            form.message = nil
             return page("reset", status: .unprocessableContent, form)
         }
         do {
@@ -114,11 +113,5 @@ package struct AccountPages: Sendable {
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: templates.render(template, content))))
-    }
-}
-
-extension PageTemplates.Page {
-    init(title: String, heading: String, message: String? = nil, error: String? = nil, token: String? = nil, csrf: String? = nil) {
-        self.init(title: title, heading: heading, message: message, error: error, token: token, csrf: csrf, action: nil, button: nil)
     }
 }

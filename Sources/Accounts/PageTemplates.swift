@@ -18,12 +18,10 @@ package struct PageTemplates: Sendable {
     struct Page {
         var title: String
         var heading: String
-        var message: String?
-        var error: String?
-        var token: String?
-        var csrf: String?
-        var action: String?
-        var button: String?
+        var message: String? = nil
+        var error: String? = nil
+        var token: String? = nil
+        var csrf: String? = nil
     }
 
     func render(_ template: String, _ page: Page) -> String {

@@ -41,6 +41,11 @@ enum BenchResults {
         print("results: \(path)")
     }
 
+    /// `write`, for a report that cannot throw: a failure to save is said, not fatal.
+    static func save(_ benchmark: String, _ rows: [ResultRow]) {
+        do { try write(benchmark, rows) } catch { print("results for \(benchmark) not written: \(error)") }
+    }
+
     static func summary() throws -> String {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: folder))?.filter { $0.hasSuffix(".json") }.sorted() ?? []
         var table = [["benchmark", "measure", "value", "reference", "ratio", "goal", "met"]]

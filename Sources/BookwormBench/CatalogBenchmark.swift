@@ -55,6 +55,12 @@ struct CatalogBenchmark {
             ["    HTTP p50 / p99", String(format: "%.2f / %.2f ms", http.p50Millis, http.p99Millis), "-", "-", "-"],
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
+        BenchResults.save("catalog", [
+            ResultRow("library page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
+                      ratio: ratio, goal: "<= 1.3 x", met: ratio <= 1.3),
+            ResultRow("HTTP library search, \(clients) clients", http.successfulPerSecond, "req/s",
+                      reference: String(format: "pgbench %.0f tx/s", pg), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
+        ])
     }
 }
 

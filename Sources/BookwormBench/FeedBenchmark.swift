@@ -121,6 +121,14 @@ struct FeedBenchmark {
              String(format: "%.0f tx/s pgbench; >= 50%%: %.0f%%", pgbenchTPS, share * 100), share >= 0.5 ? "yes" : "NO"],
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
+        BenchResults.save("feed", [
+            ResultRow("global feed page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
+                      ratio: ratio, goal: "<= 1.3 x", met: ratio <= 1.3),
+            ResultRow("nearby feed p50 (SQL, \(Int(radiusKm)) km, page \(limit))", nearby.p50, "ms", goal: "<= 1.0 ms", met: nearby.p50 <= 1),
+            ResultRow("nearby feed p99 (SQL)", nearby.p99, "ms", goal: "<= 6 ms", met: nearby.p99 <= 6),
+            ResultRow("HTTP global feed, \(clients) clients", http.successfulPerSecond, "req/s",
+                      reference: String(format: "pgbench %.0f tx/s", pgbenchTPS), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
+        ])
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

@@ -83,6 +83,13 @@ struct OutboxBenchmark {
             ["    SMTP to aiosmtpd, \(workers) workers", String(format: "%.0f msg/s", smtpMany),
              String(format: "%.0f msg/s smtplib", python), String(format: "%.0f%%", many * 100), "-"],
         ]).render())
+        BenchResults.save("outbox", [
+            ResultRow("claim + complete, \(workers) workers, no-op transport", discard, "msg/s", goal: ">= 3000 msg/s", met: discard >= 3000),
+            ResultRow("SMTP delivery, 1 worker", smtpOne, "msg/s", reference: String(format: "smtplib %.0f msg/s", python), ratio: one,
+                      goal: ">= 0.9 x", met: one >= 0.9),
+            ResultRow("SMTP delivery, \(workers) workers", smtpMany, "msg/s", reference: String(format: "smtplib %.0f msg/s", python),
+                      ratio: many),
+        ])
     }
 }
 
