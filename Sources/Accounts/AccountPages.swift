@@ -109,9 +109,10 @@ package struct AccountPages: Sendable {
             .contentSecurityPolicy: PageTemplates.contentSecurityPolicy,
             .cacheControl: "no-store",
         ]
-        headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
-        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
-        headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        headers[.xContentTypeOptions] = "nosniff"
+        for (name, value) in [("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY")] {
+            if let name = HTTPField.Name(name) { headers[name] = value }
+        }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: templates.render(template, content))))
     }
 }
