@@ -57,11 +57,3 @@ package struct GoogleVerifier: Sendable {
         return kid
     }
 }
-
-extension Data {
-    init?(base64URL text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        self.init(base64Encoded: base64)
-    }
-}

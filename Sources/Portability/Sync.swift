@@ -33,10 +33,8 @@ package struct SyncToken: Equatable, Sendable {
         guard (1...120).contains(encoded.count),
               encoded.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_") })
         else { throw AppError.invalid("since", "must be a token from `next` (1 to 120 characters of A-Z, a-z, 0-9, - and _)") }
-        var base64 = encoded.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         let notOurs = AppError.broken("since", "is not a sync token of this service: sync again without since")
-        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { throw notOurs }
+        guard let data = Data(base64URL: encoded), let text = String(data: data, encoding: .utf8) else { throw notOurs }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "1", parts[1].count == 16, parts[1].allSatisfy(\.isHexDigit),
               let xid = UInt64(parts[2]), let id = Int64(parts[3]), id >= 0 else { throw notOurs }

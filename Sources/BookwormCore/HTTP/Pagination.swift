@@ -49,7 +49,7 @@ package struct Cursor: Equatable, Sendable {
     /// `raw: true` keeps the position's bits as they are (cursors that carry a distance).
     package init(encoded text: String, raw: Bool = false) throws {
         guard text.utf8.count == 32, text.utf8.allSatisfy(Self.isBase64URL),
-              let data = Data(base64Encoded: text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")),
+              let data = Data(base64URL: text),
               data.count == 24 else {
             throw AppError.invalid("cursor", "must be a cursor returned by this API (32 characters)")
         }

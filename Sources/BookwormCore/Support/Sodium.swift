@@ -63,3 +63,12 @@ package enum SecureRandom {
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+extension Data {
+    /// URL-safe base64, with or without padding (what `SecureRandom.base64URL` writes, and JWTs).
+    package init?(base64URL text: String) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        self.init(base64Encoded: base64)
+    }
+}
