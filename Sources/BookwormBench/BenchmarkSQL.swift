@@ -18,6 +18,7 @@ extension SQLValue {
         case .double(let value): value.map { "\($0)::float8" } ?? "NULL"
         case .uuid(let value): value.map { "'\($0.apiString)'::uuid" } ?? "NULL"
         case .uuidArray(let value): "ARRAY[" + value.map { "'\($0.apiString)'" }.joined(separator: ",") + "]::uuid[]"
+        case .int64Array(let value): "ARRAY[" + value.map(String.init).joined(separator: ",") + "]::int8[]"
         case .bool(let value): value ? "true" : "false"
         }
     }
@@ -67,11 +68,14 @@ extension FeedBenchmarkSQL {
         PostsStore.listStatement(FeedFilter(), limit: limit + 1, after: nil).literalSQL + " OFFSET \(offset)"
     }
 
-    /// The nearby feed's first page around a point.
-    static func nearbyFeed(latitude: Double, longitude: Double, radiusKm: Double, limit: Int) -> String {
+    /// The nearby feed's first page around a point: the server's statement, and the statement
+    /// it replaced (every pin in the radius, then their posts) as the reference.
+    static func nearbyFeed(latitude: Double, longitude: Double, radiusKm: Double, limit: Int) -> (project: String, byPins: String) {
         var filter = FeedFilter()
         filter.near = NearbyArea(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm)
-        return PostsStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+        let project = PostsStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+        let byPins = PostsStore.nearbyByPinsStatement(filter, limit: limit + 1, after: nil)?.literalSQL ?? project
+        return (project, byPins)
     }
 
     /// The keyset position a `next_cursor` stands for.

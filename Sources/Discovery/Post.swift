@@ -13,7 +13,7 @@ package enum PostKind: String, CaseIterable, Sendable {
 /// A post as anyone sees it: who wrote it and which book it is about, so a client renders a
 /// feed page from one response.
 package struct PostView: Encodable, Sendable {
-    let id: UUID
+    package let id: UUID
     let kind: String
     let body: String
     let author: OwnerSummary

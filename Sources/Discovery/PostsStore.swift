@@ -64,35 +64,34 @@ package struct PostsStore: Sendable {
     /// Newest first by keyset over (created_at, id).
     package func list(_ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> [PostView] {
         let statement = Self.listStatement(filter, limit: limit, after: after)
-        let rows = try await client.query(statement.query, logger: logger)
-        var collected: [PostView] = []
-        if filter.near == nil {
-            for try await row in rows.decode(Row.self) { collected.append(Self.view(row)) }
-        } else {
-            typealias NearRow = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?,
-                                 [String]?, Double)
-            for try await r in rows.decode(NearRow.self) {
-                collected.append(Self.view((r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12), distance: r.13))
-            }
+        guard filter.near != nil else {
+            var collected: [PostView] = []
+            for try await row in try await client.query(statement.query, logger: logger).decode(Row.self) { collected.append(Self.view(row)) }
+            return collected
         }
-        return collected
+        switch statement.sql {
+        case NearbyFeedCellsSQL.sql:
+            return try await client.execute(NearbyFeedCellsSQL(values: statement.values), logger: logger).map(Self.nearView)
+        case NearbyFeedRegionsSQL.sql:
+            return try await client.execute(NearbyFeedRegionsSQL(values: statement.values), logger: logger).map(Self.nearView)
+        default:
+            var collected: [PostView] = []
+            for try await row in try await client.query(statement.query, logger: logger) { collected.append(try Self.nearView(row)) }
+            return collected
+        }
+    }
+
+    private typealias NearRow = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?, [String]?, Double)
+
+    private static func nearView(_ row: PostgresRow) throws -> PostView {
+        let r = try row.decode(NearRow.self)
+        return view((r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11, r.12), distance: r.13)
     }
 
     /// The filters take `$1`–`$7`; a location adds the nearby parameters after them. Built as
     /// text plus values so the benchmark can hand the identical SQL to pgbench.
     package static func listStatement(_ filter: FeedFilter, limit: Int, after: Cursor?) -> SQLStatement {
-        let filters: [SQLValue] = [
-            .text(filter.kind?.rawValue), .text(filter.author?.lowercased()), .uuid(filter.bookID),
-            .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit), .uuid(filter.viewerID),
-        ]
-        let conditions = """
-            ($1::text IS NULL OR po.kind = $1)
-              AND ($2::text IS NULL OR po.author_id = (SELECT id FROM users WHERE lower(username) = $2))
-              AND ($3::uuid IS NULL OR po.book_id = $3)
-              AND ($4::int8 IS NULL OR (po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5))
-              AND ($7::uuid IS NULL OR \(BlocksStore.noBlockBetween("$7", "po.author_id")))
-              AND (po.author_id = $7 OR (\(Visibility.shown("po", owner: "author_id"))))
-            """
+        let filters = filterValues(filter, limit: limit, after: after)
         guard let near = filter.near else {
             return SQLStatement(sql: """
                 SELECT \(columns) \(joins)
@@ -101,32 +100,23 @@ package struct PostsStore: Sendable {
                 LIMIT $6
                 """, values: filters)
         }
-        // The pins within the radius first (box from the covering GiST index, exact haversine
-        // decides), then their posts newest first; authors and books are joined for the page only.
-        return SQLStatement(sql: """
-            WITH near AS MATERIALIZED (
-                SELECT p.id, bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) AS distance
-                FROM pins p
-                WHERE \(Self.boxFilter)
-                  AND bookworm_distance_km($8, $9, p.public_latitude, p.public_longitude) <= $10
-            ), page AS (
-                SELECT po.id, near.distance FROM posts po JOIN near ON near.id = po.pin_id
-                WHERE \(conditions)
-                ORDER BY po.created_at DESC, po.id DESC
-                LIMIT $6
-            )
-            SELECT \(columns), page.distance
-            FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
-            ORDER BY po.created_at DESC, po.id DESC
-            """, values: filters + Self.areaValues(near))
+        return nearbyStatement(filter, near: near, filters: filters)
     }
 
-    static let boxFilter = RadiusBoxes.filter(firstParameter: 11)
-
-    static func areaValues(_ area: NearbyArea) -> [SQLValue] {
-        [.double(area.origin.latitude), .double(area.origin.longitude), .double(area.radiusKm)]
-            + RadiusBoxes.values(around: area.origin, radiusKm: area.radiusKm)
+    static func filterValues(_ filter: FeedFilter, limit: Int, after: Cursor?) -> [SQLValue] {
+        [.text(filter.kind?.rawValue), .text(filter.author?.lowercased()), .uuid(filter.bookID),
+         .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit), .uuid(filter.viewerID)]
     }
+
+    /// Kind, author, book, keyset position, blocks and visibility, over `$1`–`$7`.
+    static let conditions = """
+        ($1::text IS NULL OR po.kind = $1)
+          AND ($2::text IS NULL OR po.author_id = (SELECT id FROM users WHERE lower(username) = $2))
+          AND ($3::uuid IS NULL OR po.book_id = $3)
+          AND ($4::int8 IS NULL OR (po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5))
+          AND ($7::uuid IS NULL OR \(BlocksStore.noBlockBetween("$7", "po.author_id")))
+          AND (po.author_id = $7 OR (\(Visibility.shown("po", owner: "author_id"))))
+        """
 
     // MARK: - Writing
 

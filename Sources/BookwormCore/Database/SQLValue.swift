@@ -10,6 +10,7 @@ package enum SQLValue: Sendable {
     case double(Double?)
     case uuid(UUID?)
     case uuidArray([UUID])
+    case int64Array([Int64])
     case bool(Bool)
 
     package func bind(into bindings: inout PostgresBindings) {
@@ -20,6 +21,7 @@ package enum SQLValue: Sendable {
         case .double(let value): bindings.append(value)
         case .uuid(let value): bindings.append(value)
         case .uuidArray(let value): bindings.append(value)
+        case .int64Array(let value): bindings.append(value)
         case .bool(let value): bindings.append(value)
         }
     }

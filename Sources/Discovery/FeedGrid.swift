@@ -1,0 +1,82 @@
+import Foundation
+import Places
+
+/// The grids the nearby feed reads posts by (migration 0017): each post carries the cell its
+/// pin's public point falls in on each grid, indexed newest first per cell. A page reads the
+/// cells covering its radius, so its cost follows the page, not how many posts the city has.
+enum FeedGrid {
+    struct Level: Equatable {
+        /// The posts column holding this grid's cell.
+        let column: String
+        let stepDegrees: Double
+    }
+
+    /// Finest first: 0.1 degree cells (about 11 km north to south) for the usual radii, 1 degree
+    /// regions for wide ones.
+    static let levels = [Level(column: "cell", stepDegrees: 0.1), Level(column: "region", stepDegrees: 1.0)]
+
+    /// More cells than this and each one's newest-first read costs more than it saves.
+    static let maxCells = 24
+
+    /// The cell of `latitude`/`longitude` on a grid of `step` degrees: the very floating-point
+    /// operations of SQL's `bookworm_grid_cell`, so both sides name the same cell.
+    static func cell(latitude: Double, longitude: Double, step: Double) -> Int64 {
+        Int64(((latitude + 90) / step).rounded(.down)) * 100_000 + Int64(((longitude + 180) / step).rounded(.down))
+    }
+
+    /// The finest grid whose cells covering the area's bounding boxes number at most `maxCells`,
+    /// with those cells; nil when even the coarsest needs more (a very wide radius, or near a
+    /// pole where the box spans every longitude).
+    static func covering(_ area: NearbyArea) -> (level: Level, cells: [Int64])? {
+        let boxes = Geo.boundingBoxes(around: area.origin, radiusKm: area.radiusKm)
+        for level in levels {
+            var cells = Set<Int64>()
+            var fits = true
+            for box in boxes where fits {
+                let step = level.stepDegrees
+                let rows = Int64(((box.south + 90) / step).rounded(.down))...Int64(((box.north + 90) / step).rounded(.down))
+                let columns = Int64(((box.west + 180) / step).rounded(.down))...Int64(((box.east + 180) / step).rounded(.down))
+                guard cells.count + rows.count * columns.count <= maxCells else { fits = false; break }
+                for row in rows {
+                    for column in columns where reaches(row: row, column: column, step: step, area: area) {
+                        cells.insert(row * 100_000 + column)
+                    }
+                }
+            }
+            if fits { return (level, cells.sorted()) }
+        }
+        return nil
+    }
+
+    /// Whether the circle reaches the cell: the exact distance to the cell's nearest point is
+    /// within the radius. A cell in the bounding box's corner may hold thousands of posts and
+    /// none inside; reading it would cost more than all the others.
+    static func reaches(row: Int64, column: Int64, step: Double, area: NearbyArea) -> Bool {
+        let south = Double(row) * step - 90, north = south + step
+        let west = Double(column) * step - 180, east = west + step
+        let origin = area.origin
+        let toWest = wrapped(west - origin.longitude), toEast = wrapped(east - origin.longitude)
+        let spansOrigin = toWest <= 0 && toEast >= 0
+        if spansOrigin && (south...north).contains(origin.latitude) { return true }
+        // Along a parallel, distance grows with the longitude difference: the south and north
+        // edges are nearest at the origin's longitude, or at the nearer corner.
+        let edgeLongitude = spansOrigin ? origin.longitude : (abs(toWest) < abs(toEast) ? west : east)
+        var nearest = min(Geo.distanceKm(origin, GeoPoint(latitude: south, longitude: edgeLongitude)),
+                          Geo.distanceKm(origin, GeoPoint(latitude: north, longitude: edgeLongitude)))
+        // Along a meridian, distance falls to the foot of the perpendicular and rises after it.
+        for (longitude, difference) in [(west, toWest), (east, toEast)] {
+            guard abs(difference) < 90 else { return true }
+            let foot = atan(tan(origin.latitude * .pi / 180) / cos(difference * .pi / 180)) * 180 / .pi
+            let latitude = min(max(foot, south), north)
+            nearest = min(nearest, Geo.distanceKm(origin, GeoPoint(latitude: latitude, longitude: longitude)))
+        }
+        // A millimetre of slack for the cell edges' rounding.
+        return nearest <= area.radiusKm + 1e-6
+    }
+
+    /// A longitude difference in (-180, 180].
+    private static func wrapped(_ degrees: Double) -> Double {
+        let value = degrees.truncatingRemainder(dividingBy: 360)
+        return value > 180 ? value - 360 : (value <= -180 ? value + 360 : value)
+    }
+}
