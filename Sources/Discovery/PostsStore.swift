@@ -64,21 +64,14 @@ package struct PostsStore: Sendable {
     /// Newest first by keyset over (created_at, id).
     package func list(_ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> [PostView] {
         let statement = Self.listStatement(filter, limit: limit, after: after)
-        guard filter.near != nil else {
-            var collected: [PostView] = []
-            for try await row in try await client.query(statement.query, logger: logger).decode(Row.self) { collected.append(Self.view(row)) }
-            return collected
+        let rows = try await client.query(statement.query, logger: logger)
+        var collected: [PostView] = []
+        if filter.near == nil {
+            for try await row in rows.decode(Row.self) { collected.append(Self.view(row)) }
+        } else {
+            for try await row in rows { collected.append(try Self.nearView(row)) }
         }
-        switch statement.sql {
-        case NearbyFeedCellsSQL.sql:
-            return try await client.execute(NearbyFeedCellsSQL(values: statement.values), logger: logger).map(Self.nearView)
-        case NearbyFeedRegionsSQL.sql:
-            return try await client.execute(NearbyFeedRegionsSQL(values: statement.values), logger: logger).map(Self.nearView)
-        default:
-            var collected: [PostView] = []
-            for try await row in try await client.query(statement.query, logger: logger) { collected.append(try Self.nearView(row)) }
-            return collected
-        }
+        return collected
     }
 
     private typealias NearRow = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?, [String]?, Double)
