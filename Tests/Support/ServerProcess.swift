@@ -23,27 +23,41 @@ final class ServerProcess: @unchecked Sendable {
 
     /// Starts `bookworm serve --no-worker --migrate` on `databaseURL` and waits until it answers.
     init(databaseURL: String, port: Int? = nil, environment extra: [String: String] = [:]) async throws {
-        self.port = try port ?? Self.freePort()
-        logPath = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-server-\(UUID().uuidString).log").path
         var environment = [
-            "DATABASE_URL": databaseURL, "BOOKWORM_PORT": String(self.port), "LOG_LEVEL": "warning",
+            "DATABASE_URL": databaseURL, "LOG_LEVEL": "warning",
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
             "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
         ]
         environment.merge(extra) { $1 }
-        pid = try ChildProcess.spawn(try bookwormBinary(), ["serve", "--no-worker", "--migrate"], environment: environment,
-                                     outputPath: logPath)
-        let (port, pid) = (self.port, self.pid)
-        let up = try await eventually(within: 60, interval: .milliseconds(100)) {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { return true }  // exited: reported below
-            return (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200
-        }
-        guard up, kill(pid, 0) == 0, (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200 else {
-            stop()
+        (pid, self.port, logPath) = try await Self.launch(port: port, environment: environment)
+    }
+
+    /// A free port can be taken by someone else (another test's outgoing connection) between
+    /// finding it and the server binding it: then the server is started again on another.
+    private static func launch(port fixed: Int?, environment: [String: String]) async throws -> (pid_t, Int, String) {
+        for attempt in 1...3 {
+            let port = try fixed ?? freePort()
+            let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-server-\(UUID().uuidString).log").path
+            var environment = environment
+            environment["BOOKWORM_PORT"] = String(port)
+            let pid = try ChildProcess.spawn(try bookwormBinary(), ["serve", "--no-worker", "--migrate"], environment: environment,
+                                             outputPath: logPath)
+            let up = try await eventually(within: 60, interval: .milliseconds(100)) {
+                var status: Int32 = 0
+                if waitpid(pid, &status, WNOHANG) == pid { return true }  // exited: reported below
+                return (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200
+            }
+            if up, kill(pid, 0) == 0, (try? rawRequest(port: port, "GET", "/health/live", timeout: 2))?.status == 200 {
+                return (pid, port, logPath)
+            }
+            kill(pid, SIGTERM)
+            _ = ChildProcess.wait(pid)
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            if fixed == nil, attempt < 3, log.contains("Address already in use") { continue }
             throw TestFailure("server did not come up: \(log.suffix(2000))")
         }
+        throw TestFailure("server did not come up")
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
