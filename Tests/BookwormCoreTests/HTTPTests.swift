@@ -12,6 +12,17 @@ import Testing
 @testable import BookwormTestSupport
 
 @Suite struct HTTPTests {
+    @Test func queryValuesDecodeLikeFoundationAndRefuseBrokenEscapes() {
+        for text in ["plain", "a+b", "%C3%A9t%C3%A9", "%2B%20%25", "caf%c3%a9+au+lait", "", "~-._"] {
+            let expected = text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+            #expect(Request.formDecoded(Substring(text)) == expected, "\(text)")
+            #expect(expected != nil)
+        }
+        for broken in ["%", "%4", "%zz", "%C3", "%FF%FE", "a%2"] {
+            #expect(Request.formDecoded(Substring(broken)) == nil, "\(broken)")
+        }
+    }
+
     @Test func unknownRouteIsProblemJSON404() async throws {
         try await withApp { app in
             let response = try await app.request(.get, "/v1/no-such-thing")
