@@ -12,6 +12,18 @@ import Testing
 @testable import BookwormTestSupport
 
 @Suite struct HTTPTests {
+    @Test func base64URLMatchesFoundationsAlphabetAndRoundTrips() {
+        for count in 0..<40 {
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255) }
+            let text = SecureRandom.base64URL(bytes)
+            let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(text == expected)
+            #expect(Data(base64URL: text) == Data(bytes))
+        }
+        #expect(Data(base64URL: "a*b") == nil)
+    }
+
     @Test func queryValuesDecodeLikeFoundationAndRefuseBrokenEscapes() {
         for text in ["plain", "a+b", "%C3%A9t%C3%A9", "%2B%20%25", "caf%c3%a9+au+lait", "", "~-._"] {
             let expected = text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
