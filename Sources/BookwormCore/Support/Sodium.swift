@@ -24,6 +24,16 @@ package enum Digest {
     }
     package static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
 
+    /// A 128-bit BLAKE2b fingerprint, for ETags: not a secret, only a change detector, and
+    /// libsodium's BLAKE2b runs several times faster than its portable SHA-256 (hashing every
+    /// response body with SHA-256 was 8 % of a nearby page's CPU).
+    package static func fingerprint(_ bytes: [UInt8]) -> [UInt8] {
+        precondition(Sodium.ready)
+        var out = [UInt8](repeating: 0, count: 16)
+        _ = crypto_generichash(&out, 16, bytes, UInt64(bytes.count), nil, 0)
+        return out
+    }
+
     /// Compares secrets without an early exit an attacker could time.
     package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
