@@ -38,7 +38,8 @@ enum OutboxBenchmarkSupport {
 
     /// Empties the queue between phases.
     static func clear(client: PostgresClient, logger: Logger) async throws {
-        try await client.query("DELETE FROM contact_requests", logger: logger)
-        try await client.query("DELETE FROM outbox_messages", logger: logger)
+        // TRUNCATE, not DELETE: each run writes and empties 60,000 rows, and the dead ones left
+        // behind slowed the next run's claims threefold (939 against 3,010 msg/s).
+        try await client.query("TRUNCATE contact_requests, outbox_messages", logger: logger)
     }
 }
