@@ -80,64 +80,48 @@ package struct OutboxWorker: Service {
     }
 
     /// One batch: claim, send in order, record each outcome as soon as it is known (a crash
-    /// mid-batch then repeats at most the message in flight). Returns how many rows it claimed.
+    /// mid-batch then repeats at most the message in flight and the one before it, whose record
+    /// was still on its way). Returns how many rows it claimed.
     @discardableResult
     package func drainOnce(stopping: @Sendable () -> Bool = { false }) async throws -> Int {
+        let claimedAt = clock.now()
         let batch = try await store.claim(worker: id, batch: policy.batchSize, lease: policy.lease)
         guard !batch.isEmpty else { return 0 }
-        var unsent = batch.map(\.id)[...]
+        var delivery = BatchDelivery(worker: self, batch: batch, claimedAt: claimedAt)
         do {
             let session = try await transport.openSession()
             do {
-                try await send(batch, over: session, unsent: &unsent, stopping: stopping)
+                try await delivery.send(over: session, stopping: stopping)
             } catch {
                 await session.close()
                 throw error
             }
             await session.close()
         } catch {
-            try? await store.release(Array(unsent), worker: id)
+            try? await store.release(delivery.unfinished, worker: id)
             throw error
         }
-        try await store.release(Array(unsent), worker: id)
+        try await store.release(delivery.unfinished, worker: id)
         return batch.count
     }
 
-    /// Sends in order. Each outcome is recorded by the statement that also renews the next row's
-    /// lease (the whole rest of the batch's once half the lease has gone) and says whether that
-    /// row is still ours: the batch stays ours however slow the server is, and a row whose lease
-    /// ran out and went to another worker is skipped, never sent a second time.
-    private func send(_ batch: [ClaimedMessage], over session: any MailSession, unsent: inout ArraySlice<UUID>,
-                      stopping: () -> Bool) async throws {
-        var held = Set(batch.map(\.id))
-        var renewedAt = clock.now()
-        for message in batch {
-            if stopping() { break }
-            if held.contains(message.id) {
-                let rest = Array(unsent.dropFirst())
-                let wholeBatch = clock.now().timeIntervalSince(renewedAt) > policy.lease / 2
-                if wholeBatch { renewedAt = clock.now() }
-                held = try await deliver(message, over: session, renewing: wholeBatch ? rest : Array(rest.prefix(1)))
-            } else {
-                logger.warning("outbox lease lost; not sending", metadata: ["message_id": .string(message.messageID)])
-                held = try await store.renew(Array(unsent.dropFirst().prefix(1)), worker: id, lease: policy.lease)
-            }
-            unsent.removeFirst()
-        }
+    /// What becomes of one claimed row, recorded off the sending path.
+    enum Step: Sendable {
+        /// Its lease was lost to another worker: not sent.
+        case skipped
+        case suppressed
+        case delivered(DeliveryOutcome)
     }
 
-    private func deliver(_ message: ClaimedMessage, over session: any MailSession, renewing next: [UUID]) async throws -> Set<UUID> {
-        if message.suppressed {
+    func record(_ step: Step, for message: ClaimedMessage) async throws {
+        switch step {
+        case .skipped:
+            logger.warning("outbox lease lost; not sending", metadata: ["message_id": .string(message.messageID)])
+        case .suppressed:
             try await store.markFailed(message.id, worker: id, error: "recipient suppressed", suppress: nil)
-            return try await store.renew(next, worker: id, lease: policy.lease)
+        case .delivered(let outcome):
+            try await record(outcome, for: message)
         }
-        let outcome = await session.send(OutgoingMessage(messageID: message.messageID, envelopeFrom: message.envelopeFrom,
-                                                         recipient: message.recipient, content: message.content))
-        if case .sent = outcome {
-            return try await store.markSent(message.id, worker: id, renewing: next, lease: policy.lease)
-        }
-        try await record(outcome, for: message)
-        return try await store.renew(next, worker: id, lease: policy.lease)
     }
 
     private func record(_ outcome: DeliveryOutcome, for message: ClaimedMessage) async throws {
