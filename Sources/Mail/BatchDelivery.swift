@@ -1,22 +1,29 @@
 import BookwormCore
 import Foundation
+import Synchronization
 
-/// Sends one claimed batch in order, recording each outcome while the next message is on its
-/// way: the database's round trip per message (a commit) no longer adds to the SMTP server's.
+/// Sends one claimed batch in order and records outcomes while the next messages are on their
+/// way: one record is written at a time, and every message sent meanwhile joins the next one
+/// (one statement for all that were sent). The database's round trip and commit no longer add to
+/// each SMTP round trip. A crash repeats at most the messages whose record had not committed:
+/// the one in flight and at most `maxUnrecorded` before it (usually one).
 ///
 /// A row is sent only while this worker's lease on it is known to hold: until the lease it was
-/// claimed or last renewed with, less a quarter for clock skew between workers. A row whose lease
-/// is past that is renewed first, and skipped if another worker has taken it, so a worker held up
-/// past its lease sends none of what it lost (only the message that was in flight may repeat).
-/// Half way through the lease the rest of the batch is renewed.
+/// claimed or last renewed with, less a quarter for clock skew between workers. Half way through
+/// the lease the rest of the batch is renewed; a row another worker has taken by then is skipped,
+/// so a worker held up past its lease sends none of what it lost.
 struct BatchDelivery {
+    static let maxUnrecorded = 8
+
     let worker: OutboxWorker
     let batch: [ClaimedMessage]
     /// Rows not yet recorded, in batch order: released at the end, so another worker sends them.
     private(set) var unfinished: [UUID]
     private var heldUntil: [UUID: Date]
     private var renewedAt: Date
-    private var inFlight: (id: UUID, task: Task<Void, any Error>)?
+    /// Outcomes known but not yet handed to a record.
+    private var waiting: [(ClaimedMessage, OutboxWorker.Step)] = []
+    private var inFlight: Recording?
 
     init(worker: OutboxWorker, batch: [ClaimedMessage], claimedAt: Date) {
         self.worker = worker
@@ -32,17 +39,18 @@ struct BatchDelivery {
                 if stopping() { break }
                 if worker.clock.now().timeIntervalSince(renewedAt) > worker.policy.lease / 2 {
                     try await renew(batch[index...].map(\.id))
-                } else if !isHeld(message.id) {
-                    try await renew([message.id])
                 }
                 let step: OutboxWorker.Step = !isHeld(message.id) ? .skipped
                     : message.suppressed ? .suppressed
                     : .delivered(await session.send(OutgoingMessage(messageID: message.messageID, envelopeFrom: message.envelopeFrom,
                                                                     recipient: message.recipient, content: message.content)))
-                try await finishInFlight()
-                let worker = self.worker
-                inFlight = (message.id, Task { try await worker.record(step, for: message) })
+                waiting.append((message, step))
+                if inFlight?.done.isSet ?? true || waiting.count >= Self.maxUnrecorded {
+                    try await startRecording()
+                }
             }
+            try await finishInFlight()
+            try await startRecording()
             try await finishInFlight()
         } catch {
             _ = try? await inFlight?.task.value
@@ -55,21 +63,50 @@ struct BatchDelivery {
         return worker.clock.now() < until - worker.policy.lease / 4
     }
 
-    /// Waits for the previous row's record; the row is then finished.
+    /// Hands every waiting outcome to one record, once the previous record is done.
+    private mutating func startRecording() async throws {
+        try await finishInFlight()
+        guard !waiting.isEmpty else { return }
+        let outcomes = waiting, worker = self.worker
+        waiting = []
+        let done = DoneFlag()
+        inFlight = Recording(ids: outcomes.map(\.0.id), done: done, task: Task {
+            defer { done.set() }
+            let sent = outcomes.compactMap { if case .delivered(.sent) = $0.1 { $0.0.id } else { nil } }
+            try await worker.store.markSent(sent, worker: worker.id)
+            for (message, step) in outcomes {
+                if case .delivered(.sent) = step { continue }
+                try await worker.record(step, for: message)
+            }
+        })
+    }
+
+    /// Waits for the record in flight; its rows are then finished.
     private mutating func finishInFlight() async throws {
         guard let previous = inFlight else { return }
         inFlight = nil
         try await previous.task.value
-        unfinished.removeAll { $0 == previous.id }
+        unfinished.removeAll { previous.ids.contains($0) }
     }
 
-    /// Renews `ids` (the record in flight first, so statements stay in order); those another
-    /// worker took are no longer held.
+    /// Renews `ids`; those another worker took are no longer held.
     private mutating func renew(_ ids: [UUID]) async throws {
-        try await finishInFlight()
         let issuedAt = worker.clock.now()
         let held = try await worker.store.renew(ids, worker: worker.id, lease: worker.policy.lease)
         for id in ids { heldUntil[id] = held.contains(id) ? issuedAt + worker.policy.lease : nil }
-        if ids.count > 1 { renewedAt = issuedAt }
+        renewedAt = issuedAt
     }
+}
+
+/// One record being written, and whether it is done (checked without waiting).
+private struct Recording {
+    let ids: [UUID]
+    let done: DoneFlag
+    let task: Task<Void, any Error>
+}
+
+private final class DoneFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

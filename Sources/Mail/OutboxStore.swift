@@ -113,27 +113,16 @@ package struct OutboxStore: Sendable {
 
     /// Only rows this worker still holds: a row whose lease ran out belongs to whoever took it.
     /// A sent message's content is dropped: it held codes, reset links and people's messages,
-    /// and nothing needs it once delivered (the row keeps who, what kind and when).
-    func markSent(_ id: UUID, worker: UUID) async throws {
-        _ = try await markSent(id, worker: worker, renewing: [], lease: 0)
-    }
-
-    /// Marks `id` sent and renews the lease of `next` in one statement (one commit per message,
-    /// not two); returns which of `next` this worker still holds, as `renew` does.
-    func markSent(_ id: UUID, worker: UUID, renewing next: [UUID], lease: TimeInterval) async throws -> Set<UUID> {
-        let rows = try await client.query("""
-            WITH sent AS (
-                UPDATE outbox_messages
-                SET status = 'sent', sent_at = \(clock.now()), updated_at = \(clock.now()), content = '',
-                    lease_owner = NULL, lease_expires_at = NULL, last_error = NULL
-                WHERE id = \(id) AND lease_owner = \(worker)
-            )
+    /// and nothing needs it once delivered (the row keeps who, what kind and when). Several
+    /// messages sent while the previous record was being written are recorded in one statement.
+    func markSent(_ ids: [UUID], worker: UUID) async throws {
+        guard !ids.isEmpty else { return }
+        try await client.query("""
             UPDATE outbox_messages
-            SET lease_expires_at = \(clock.now()) + make_interval(secs => \(lease))
-            WHERE id = ANY(\(next)) AND lease_owner = \(worker) AND status = 'queued'
-            RETURNING id
+            SET status = 'sent', sent_at = \(clock.now()), updated_at = \(clock.now()), content = '',
+                lease_owner = NULL, lease_expires_at = NULL, last_error = NULL
+            WHERE id = ANY(\(ids)) AND lease_owner = \(worker)
             """, logger: logger)
-        return try await Self.ids(rows)
     }
 
     func scheduleRetry(_ id: UUID, worker: UUID, after delay: TimeInterval, error: String) async throws {

@@ -127,7 +127,7 @@ package struct OutboxWorker: Service {
     private func record(_ outcome: DeliveryOutcome, for message: ClaimedMessage) async throws {
         switch outcome {
         case .sent:
-            try await store.markSent(message.id, worker: id)
+            try await store.markSent([message.id], worker: id)
         case .temporaryFailure(let error) where message.attempts >= policy.maxAttempts:
             logger.warning("mail failed after retries", metadata: ["message_id": .string(message.messageID), "error": .string(error)])
             try await store.markFailed(message.id, worker: id, error: error, suppress: nil)
