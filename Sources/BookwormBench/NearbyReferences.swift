@@ -1,4 +1,6 @@
 import BookwormCore
+import Catalog
+import Discovery
 import Foundation
 import PostgresNIO
 
@@ -13,7 +15,7 @@ enum NearbyReferences {
     struct PostGIS: PreparedSQL {
         static let origin = "ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography"
         static let sql = """
-            SELECT c.id, page.meters / 1000 FROM (
+            SELECT c.id, page.meters / 1000, \(CopiesStore.columns) FROM (
                 SELECT placed.copy_id, near.meters FROM (
                     SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
                     FROM bench_pin_geog g
@@ -86,6 +88,31 @@ enum NearbyReferences {
         init(latitude: Double, longitude: Double, limit: Int) {
             values = [.double(latitude), .double(longitude), .int(limit)]
         }
+    }
+
+    /// The project's statement timed as the references are (prepared, raw rows on one
+    /// connection, nothing decoded past the keys), in the server's rounds: the 16 nearest pins,
+    /// then 128, … until the page is provably complete. Returns (milliseconds, copy ids).
+    static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID]) {
+        var ids: [UUID] = []
+        let elapsed = try await ContinuousClock().measure {
+            var pinLimit = NearbyStore.firstPinLimit
+            while true {
+                let statement = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit)
+                var boundary: Double?, lastChord: Double?
+                ids = []
+                for try await row in try await connection.execute(NearbyCopiesSQL(values: statement.values), logger: connection.logger) {
+                    let cells = PostgresRandomAccessRow(row)
+                    boundary = try cells[0].decode(Double?.self)
+                    guard let chord = try cells[1].decode(Double?.self) else { continue }
+                    lastChord = chord
+                    ids.append(try cells[5].decode(UUID.self))
+                }
+                if NearbyStore.isComplete(boundary: boundary, rows: ids.count, lastChord: lastChord, limit: limit) { break }
+                pinLimit *= 8
+            }
+        }
+        return (elapsed.milliseconds, ids)
     }
 
     /// One prepared execution on `connection`: (milliseconds, rows).

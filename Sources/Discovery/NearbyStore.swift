@@ -145,7 +145,7 @@ package struct NearbyStore: Sendable {
     /// Whether a page drawn from the pins tried is the true page: either they were every pin
     /// in the radius (no `boundary`), or the page is full and ends strictly before the nearest
     /// pin not tried (which, like every pin farther out, could only add later rows).
-    static func isComplete(boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
+    package static func isComplete(boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
         guard let boundary else { return true }
         guard rows == limit, let lastChord else { return false }
         return lastChord < boundary
@@ -202,7 +202,9 @@ package struct NearbyStore: Sendable {
 }
 
 /// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page.
-struct NearbyCopiesSQL: PreparedSQL {
-    static let sql = NearbyStore.copiesSQL
-    let values: [SQLValue]
+package struct NearbyCopiesSQL: PreparedSQL {
+    package static let sql = NearbyStore.copiesSQL
+    package let values: [SQLValue]
+
+    package init(values: [SQLValue]) { self.values = values }
 }

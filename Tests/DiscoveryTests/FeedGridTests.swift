@@ -12,9 +12,9 @@ import Testing
 @Suite struct FeedGridTests {
     @Test func gridCellsAgreeWithTheDatabaseToTheLastBit() async throws {
         try await withApp { app in
-            var random = SplitMix(seed: 7)
+            var random = SeededRandom(seed: 7)
             var points: [(Double, Double)] = [(90, 180), (-90, -180), (0, 0), (51.5, -0.1), (-17.7, 179.95), (89.99, -179.99)]
-            for _ in 0..<200 { points.append((random.next(in: -90...90), random.next(in: -180...180))) }
+            for _ in 0..<200 { points.append((random.double(in: -90...90), random.double(in: -180...180))) }
             for (latitude, longitude) in points {
                 for step in [0.1, 1.0] {
                     let rows = try await app.db.query("SELECT bookworm_grid_cell(\(latitude), \(longitude), \(step))")
@@ -27,11 +27,11 @@ import Testing
     }
 
     @Test func aCellIsLeftOutOnlyWhenNoPointOfItIsInTheRadius() {
-        var random = SplitMix(seed: 3)
+        var random = SeededRandom(seed: 3)
         var droppedSome = false
         for _ in 0..<300 {
-            let origin = GeoPoint(latitude: random.next(in: -70...70), longitude: random.next(in: -180...180))
-            let area = NearbyArea(origin: origin, radiusKm: random.next(in: 1...40))
+            let origin = GeoPoint(latitude: random.double(in: -70...70), longitude: random.double(in: -180...180))
+            let area = NearbyArea(origin: origin, radiusKm: random.double(in: 1...40))
             for box in Geo.boundingBoxes(around: origin, radiusKm: area.radiusKm) {
                 let rows = Int64(((box.south + 90) / 0.1).rounded(.down))...Int64(((box.north + 90) / 0.1).rounded(.down))
                 let columns = Int64(((box.west + 180) / 0.1).rounded(.down))...Int64(((box.east + 180) / 0.1).rounded(.down))
@@ -56,7 +56,7 @@ import Testing
     @Test func nearbyFeedByCellsHoldsExactlyThePostsInTheRadiusNewestFirst() async throws {
         try await withApp { app in
             let viewer = try await app.register()
-            var random = SplitMix(seed: 42)
+            var random = SeededRandom(seed: 42)
             let areas: [(GeoPoint, Double, String?)] = [
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 10, "cell"),
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 60, "region"),
@@ -101,12 +101,12 @@ import Testing
 
     /// Meetup pins (public point = exact point) scattered around `origin`, several posts on each;
     /// every third post shares one timestamp, so ties are broken by id across cells.
-    private func seedPosts(_ app: TestApp, around origin: GeoPoint, spreadKm: Double, random: inout SplitMix) async throws {
+    private func seedPosts(_ app: TestApp, around origin: GeoPoint, spreadKm: Double, random: inout SeededRandom) async throws {
         let author = try #require(UUID(uuidString: try await app.register().id))
         let degrees = spreadKm / 111.195
         for index in 0..<60 {
-            let latitude = max(-90, min(90, origin.latitude + random.next(in: -degrees...degrees)))
-            var longitude = origin.longitude + random.next(in: -degrees...degrees) / max(0.05, cos(origin.latitude * .pi / 180))
+            let latitude = max(-90, min(90, origin.latitude + random.double(in: -degrees...degrees)))
+            var longitude = origin.longitude + random.double(in: -degrees...degrees) / max(0.05, cos(origin.latitude * .pi / 180))
             longitude = longitude > 180 ? longitude - 360 : (longitude < -180 ? longitude + 360 : longitude)
             longitude = max(-180, min(180, longitude))
             let latitude9 = (latitude * 1e9).rounded() / 1e9, longitude9 = (longitude * 1e9).rounded() / 1e9
@@ -139,21 +139,5 @@ import Testing
         var ids: [String] = []
         for try await id in rows.decode(UUID.self) { ids.append(id.apiString) }
         return ids
-    }
-}
-
-/// A small seeded generator, so a failing layout can be run again.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(in range: ClosedRange<Double>) -> Double {
-        range.lowerBound + Double(next() >> 11) / Double(1 << 53) * (range.upperBound - range.lowerBound)
     }
 }

@@ -80,7 +80,7 @@ package enum InputSanity {
         return nil
     }
 
-    private static func percentDecoded(_ text: Substring, plusIsSpace: Bool) -> [UInt8]? {
+    static func percentDecoded(_ text: Substring, plusIsSpace: Bool) -> [UInt8]? {
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count)
         var iterator = text.utf8.makeIterator()

@@ -108,37 +108,11 @@ extension Request {
     }
 
     /// `+` as a space and `%XX` as its byte; nil for a broken escape or bytes that are not UTF-8.
-    /// By hand: Foundation's replacing and percent decoding were a tenth of a feed request's CPU.
+    /// Text without either is returned as it is: Foundation's replacing and percent decoding of
+    /// every parameter were a tenth of a feed request's CPU.
     static func formDecoded(_ text: Substring) -> String? {
-        let bytes = text.utf8
-        guard bytes.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else { return String(text) }
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(bytes.count)
-        var index = bytes.startIndex
-        while index != bytes.endIndex {
-            let byte = bytes[index]
-            index = bytes.index(after: index)
-            switch byte {
-            case UInt8(ascii: "+"): decoded.append(UInt8(ascii: " "))
-            case UInt8(ascii: "%"):
-                guard index != bytes.endIndex, let high = hexValue(bytes[index]) else { return nil }
-                index = bytes.index(after: index)
-                guard index != bytes.endIndex, let low = hexValue(bytes[index]) else { return nil }
-                index = bytes.index(after: index)
-                decoded.append(high << 4 | low)
-            default: decoded.append(byte)
-            }
-        }
-        return String(validating: decoded, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else { return String(text) }
+        return InputSanity.percentDecoded(text, plusIsSpace: true).flatMap { String(validating: $0, as: UTF8.self) }
     }
 
     /// A query parameter as trimmed text, nil when absent or empty; over `maxLength` is a 400.
