@@ -63,6 +63,13 @@ struct HashingBenchmark {
             ["(d) server peak RSS", String(format: "%.0f MiB", peakRSS), "-",
              String(format: "<= %.0f MiB", rssLimit), mark(peakRSS <= rssLimit)],
         ]).render())
+        BenchResults.save("hashing", [
+            ResultRow("HTTP logins, \(clients) clients", logins.successfulPerSecond, "logins/s",
+                      reference: String(format: "raw Argon2id %.1f/s", raw), ratio: ratio, goal: ">= 0.7 x", met: ratio >= 0.7),
+            ResultRow("/v1/me p99 during the login storm", busy.p99Millis, "ms", reference: String(format: "idle %.2f ms", idle.p99Millis),
+                      goal: "<= 50 ms", met: busy.p99Millis <= 50),
+            ResultRow("server peak RSS", peakRSS, "MiB", goal: String(format: "<= %.0f MiB", rssLimit), met: peakRSS <= rssLimit),
+        ])
     }
 
     private func mark(_ ok: Bool) -> String { ok ? "yes" : "NO" }

@@ -107,5 +107,11 @@ extension PortabilityBenchmark {
             ["    the same during the import", String(format: "%.2f ms", imported.during.p50),
              String(format: "p99 %.2f ms (%d requests)", imported.during.p99, imported.duringCount), "-", "-"],
         ]).render())
+        BenchResults.save("portability", [
+            ResultRow("full sync, \(full.objects) objects", Double(full.objects) / max(full.seconds, 0.001), "objects/s"),
+            ResultRow("delta sync page statement p50", sql.p50, "ms", goal: "<= 5 ms", met: sql.p50 <= 5 && delta.rows == changes),
+            ResultRow("Goodreads import", imported.rowsPerSecond, "rows/s",
+                      reference: String(format: "library p50 %.2f ms idle, %.2f ms during", imported.idle.p50, imported.during.p50)),
+        ])
     }
 }

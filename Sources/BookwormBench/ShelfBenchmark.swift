@@ -117,6 +117,13 @@ struct ShelfBenchmark {
             ["    owner's GET /v1/me/copies during the fan-out", ms(fan.during.p50), ms(fan.during.p99),
              "\(fan.duringCount) requests", "-"],
         ]).render())
+        BenchResults.save("shelf", [
+            ResultRow("HTTP matches p50", http.p50Millis, "ms", goal: "<= 20 ms", met: http.p50Millis <= 20),
+            ResultRow("matches query p50", project.p50, "ms", reference: String(format: "plain join %.2f ms", plain.p50),
+                      ratio: project.p50 / max(plain.p50, 0.001), goal: "same answers", met: sql.same),
+            ResultRow("alert fan-out", fan.rowsPerSecond, "rows/s", reference: "\(fan.expected) expected rows",
+                      goal: "all rows", met: fan.alerts == fan.expected),
+        ])
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

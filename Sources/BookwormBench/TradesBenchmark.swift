@@ -116,6 +116,15 @@ struct TradesBenchmark {
              String(format: "pgbench same statements: %.0f tx/s (%.0f%%)", pgbenchTPS, requestRate / max(pgbenchTPS, 0.001) * 100), "-"],
             ["    accept throughput over HTTP", String(format: "%.0f req/s", acceptRate), "-", "-", "-"],
         ]).render())
+        let share = requestRate / max(pgbenchTPS, 0.001)
+        BenchResults.save("trades", [
+            ResultRow("my trades page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
+                      ratio: ratio, goal: "<= 1.3 x", met: ratio <= 1.3),
+            ResultRow("racing accepts: one winner per copy", Double(accepted), "accepted", reference: "\(copies) copies",
+                      goal: "one per copy", met: accepted == copies && reserved == copies),
+            ResultRow("trade requests over HTTP, \(clients) clients", requestRate, "req/s",
+                      reference: String(format: "pgbench %.0f tx/s", pgbenchTPS), ratio: share),
+        ])
     }
 
     private func statuses(_ counts: [Int: Int]) -> String {
