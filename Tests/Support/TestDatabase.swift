@@ -42,8 +42,11 @@ actor TestDatabaseServer {
         if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
             settings = try DatabaseSettings(url: url)
         } else {
+            // Tests run in parallel, each with its own pools: at peak they held more than 300
+            // connections, and a PostgresNIO pool refused with "too many clients" did not recover
+            // (every test waiting, none failing). Room for all of them, whatever the cluster's age.
             let embedded = EmbeddedPostgres(dataDirectory: Self.dataDirectory, logger: logger, fastAndLoose: true,
-                                            serverOptions: "-c shared_preload_libraries=pg_stat_statements")
+                                            serverOptions: "-c shared_preload_libraries=pg_stat_statements -c max_connections=1000")
             settings = try await embedded.start(database: "postgres")
         }
         try await rebuildTemplate(admin: settings)
