@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOPosix
 import PostgresNIO
 import Synchronization
 
@@ -147,30 +146,19 @@ package struct Database: Sendable {
         let lease = LeaseFlag()
         let deadlines = self.deadlines
         let race = Race<T>()
-        // The deadline is an event-loop timer, not a sleeping task: a task's sleep goes through
-        // Dispatch's timer thread, which cost a tenth of a feed request's CPU.
-        let loop = MultiThreadedEventLoopGroup.singleton.any()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let timer = loop.scheduleTask(in: .nanoseconds(Self.nanoseconds(deadlines.acquire))) {
-                    guard lease.isSet else { return race.finish(.failure(DatabaseDeadlineExceeded(leased: false))) }
-                    let statement = loop.scheduleTask(in: .nanoseconds(Self.nanoseconds(deadlines.statement + .milliseconds(500)))) {
-                        race.finish(.failure(DatabaseDeadlineExceeded(leased: true)))
-                    }
-                    race.add { statement.cancel() }
-                }
                 race.start(continuation,
                            work: Task { race.finish(await Result(catching: { try await operation { lease.set() } })) },
-                           cancelTimer: { timer.cancel() })
+                           timer: Task {
+                               try await Task.sleep(for: deadlines.acquire)
+                               if lease.isSet { try await Task.sleep(for: deadlines.statement + .milliseconds(500)) }
+                               race.finish(.failure(DatabaseDeadlineExceeded(leased: lease.isSet)))
+                           })
             }
         } onCancel: {
             race.finish(.failure(CancellationError()))
         }
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 
@@ -179,14 +167,14 @@ private final class Race<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T, any Error>?
         var early: Result<T, any Error>?
-        var cancels: [@Sendable () -> Void] = []
+        var tasks: [Task<Void, any Error>] = []
         var done = false
     }
     private let state = Mutex(State())
 
-    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, any Error>, cancelTimer: @escaping @Sendable () -> Void) {
+    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, any Error>, timer: Task<Void, any Error>) {
         let early: Result<T, any Error>? = state.withLock { state in
-            state.cancels += [{ work.cancel() }, cancelTimer]
+            state.tasks = [work, timer]
             guard let early = state.early else {
                 state.continuation = continuation
                 return nil
@@ -195,22 +183,13 @@ private final class Race<T: Sendable>: Sendable {
         }
         if let early {
             work.cancel()
-            cancelTimer()
+            timer.cancel()
             continuation.resume(with: early)
         }
     }
 
-    /// Another thing to stop when the answer is in (the statement's timer, once the lease is).
-    func add(_ cancel: @escaping @Sendable () -> Void) {
-        let done = state.withLock { state in
-            if !state.done { state.cancels.append(cancel) }
-            return state.done
-        }
-        if done { cancel() }
-    }
-
     func finish(_ result: Result<T, any Error>) {
-        let (continuation, cancels): (CheckedContinuation<T, any Error>?, [@Sendable () -> Void]) = state.withLock { state in
+        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, any Error>]) = state.withLock { state in
             guard !state.done else { return (nil, []) }
             state.done = true
             guard let continuation = state.continuation else {
@@ -218,9 +197,9 @@ private final class Race<T: Sendable>: Sendable {
                 return (nil, [])
             }
             state.continuation = nil
-            return (continuation, state.cancels)
+            return (continuation, state.tasks)
         }
-        cancels.forEach { $0() }
+        tasks.forEach { $0.cancel() }
         continuation?.resume(with: result)
     }
 }
