@@ -79,9 +79,9 @@ package struct OutboxWorker: Service {
         }
     }
 
-    /// One batch: claim, send in order, record each outcome as soon as it is known (a crash
-    /// mid-batch then repeats at most the message in flight and the one before it, whose record
-    /// was still on its way). Returns how many rows it claimed.
+    /// One batch: claim, send in order, record each outcome while the next are sent (a crash
+    /// mid-batch then repeats at most the messages whose record had not committed; see
+    /// `BatchDelivery`). Returns how many rows it claimed.
     @discardableResult
     package func drainOnce(stopping: @Sendable () -> Bool = { false }) async throws -> Int {
         let claimedAt = clock.now()

@@ -45,8 +45,11 @@ actor TestDatabaseServer {
             // Tests run in parallel, each with its own pools: at peak they held more than 300
             // connections, and a PostgresNIO pool refused with "too many clients" did not recover
             // (every test waiting, none failing). Room for all of them, whatever the cluster's age.
+            // Every test database adds its own statement entries; at the default 5,000 the oldest
+            // were evicted mid-test and a statement count went down.
             let embedded = EmbeddedPostgres(dataDirectory: Self.dataDirectory, logger: logger, fastAndLoose: true,
-                                            serverOptions: "-c shared_preload_libraries=pg_stat_statements -c max_connections=1000")
+                                            serverOptions: "-c shared_preload_libraries=pg_stat_statements -c max_connections=1000"
+                                                + " -c pg_stat_statements.max=100000")
             settings = try await embedded.start(database: "postgres")
         }
         try await rebuildTemplate(admin: settings)
