@@ -21,8 +21,11 @@ enum FeedGrid {
     /// The cell of `latitude`/`longitude` on a grid of `step` degrees: the very floating-point
     /// operations of SQL's `bookworm_grid_cell`, so both sides name the same cell.
     static func cell(latitude: Double, longitude: Double, step: Double) -> Int64 {
-        Int64(((latitude + 90) / step).rounded(.down)) * 100_000 + Int64(((longitude + 180) / step).rounded(.down))
+        index(latitude + 90, step) * 100_000 + index(longitude + 180, step)
     }
+
+    /// Row (of `latitude + 90`) or column (of `longitude + 180`) on a grid of `step` degrees.
+    static func index(_ degrees: Double, _ step: Double) -> Int64 { Int64((degrees / step).rounded(.down)) }
 
     /// The finest grid whose cells covering the area's bounding boxes number at most `maxCells`,
     /// with those cells; nil when even the coarsest needs more (a very wide radius, or near a
@@ -34,8 +37,8 @@ enum FeedGrid {
             var fits = true
             for box in boxes where fits {
                 let step = level.stepDegrees
-                let rows = Int64(((box.south + 90) / step).rounded(.down))...Int64(((box.north + 90) / step).rounded(.down))
-                let columns = Int64(((box.west + 180) / step).rounded(.down))...Int64(((box.east + 180) / step).rounded(.down))
+                let rows = index(box.south + 90, step)...index(box.north + 90, step)
+                let columns = index(box.west + 180, step)...index(box.east + 180, step)
                 guard cells.count + rows.count * columns.count <= maxCells else { fits = false; break }
                 for row in rows {
                     for column in columns where reaches(row: row, column: column, step: step, area: area) {

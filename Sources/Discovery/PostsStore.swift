@@ -30,10 +30,10 @@ package struct PostsStore: Sendable {
     /// parameter pack cost a tenth of a feed request's CPU.
     static func row(_ cells: PostgresRandomAccessRow) throws -> Row {
         (try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(String.self),
-                try cells[3].decode(UUID?.self), try cells[4].decode(Date.self), try cells[5].decode(Int64.self),
-                try cells[6].decode(UUID.self), try cells[7].decode(String.self), try cells[8].decode(String?.self),
-                try cells[9].decode(UUID?.self), try cells[10].decode(String?.self), try cells[11].decode(String?.self),
-                try cells[12].decode([String]?.self))
+         try cells[3].decode(UUID?.self), try cells[4].decode(Date.self), try cells[5].decode(Int64.self),
+         try cells[6].decode(UUID.self), try cells[7].decode(String.self), try cells[8].decode(String?.self),
+         try cells[9].decode(UUID?.self), try cells[10].decode(String?.self), try cells[11].decode(String?.self),
+         try cells[12].decode([String]?.self))
     }
 
     package static func view(_ row: Row, distance: Double? = nil) -> PostView {

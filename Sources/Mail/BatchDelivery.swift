@@ -1,6 +1,5 @@
 import BookwormCore
 import Foundation
-import Synchronization
 
 /// Sends one claimed batch in order and records outcomes while the next messages are on their
 /// way: one record is written at a time, and every message sent meanwhile joins the next one
@@ -69,7 +68,7 @@ struct BatchDelivery {
         guard !waiting.isEmpty else { return }
         let outcomes = waiting, worker = self.worker
         waiting = []
-        let done = DoneFlag()
+        let done = OnceFlag()
         inFlight = Recording(ids: outcomes.map(\.0.id), done: done, task: Task {
             defer { done.set() }
             let sent = outcomes.compactMap { if case .delivered(.sent) = $0.1 { $0.0.id } else { nil } }
@@ -101,12 +100,6 @@ struct BatchDelivery {
 /// One record being written, and whether it is done (checked without waiting).
 private struct Recording {
     let ids: [UUID]
-    let done: DoneFlag
+    let done: OnceFlag
     let task: Task<Void, any Error>
-}
-
-private final class DoneFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -33,8 +33,8 @@ import Testing
             let origin = GeoPoint(latitude: random.double(in: -70...70), longitude: random.double(in: -180...180))
             let area = NearbyArea(origin: origin, radiusKm: random.double(in: 1...40))
             for box in Geo.boundingBoxes(around: origin, radiusKm: area.radiusKm) {
-                let rows = Int64(((box.south + 90) / 0.1).rounded(.down))...Int64(((box.north + 90) / 0.1).rounded(.down))
-                let columns = Int64(((box.west + 180) / 0.1).rounded(.down))...Int64(((box.east + 180) / 0.1).rounded(.down))
+                let rows = FeedGrid.index(box.south + 90, 0.1)...FeedGrid.index(box.north + 90, 0.1)
+                let columns = FeedGrid.index(box.west + 180, 0.1)...FeedGrid.index(box.east + 180, 0.1)
                 for row in rows {
                     for column in columns where !FeedGrid.reaches(row: row, column: column, step: 0.1, area: area) {
                         droppedSome = true

@@ -143,7 +143,7 @@ package struct Database: Sendable {
     private func withDeadlines<T: Sendable>(
         _ operation: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
     ) async throws -> T {
-        let lease = LeaseFlag()
+        let lease = OnceFlag()
         let deadlines = self.deadlines
         let race = Race<T>()
         return try await withTaskCancellationHandler {
@@ -235,10 +235,12 @@ package struct Rows: AsyncSequence, Sendable {
     package func collect() -> [PostgresRow] { rows }
 }
 
-private final class LeaseFlag: Sendable {
+/// A flag one task sets and others read without waiting (a lease taken, a record written).
+package final class OnceFlag: Sendable {
     private let flag = Atomic<Bool>(false)
-    func set() { flag.store(true, ordering: .relaxed) }
-    var isSet: Bool { flag.load(ordering: .relaxed) }
+    package init() {}
+    package func set() { flag.store(true, ordering: .releasing) }
+    package var isSet: Bool { flag.load(ordering: .acquiring) }
 }
 
 /// Rows decoded in a child task, handed to the caller once that task is done with them.
