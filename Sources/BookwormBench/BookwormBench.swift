@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, SummaryCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, GrowthCommand.self, SummaryCommand.self]
     )
 }
 

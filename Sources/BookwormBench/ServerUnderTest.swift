@@ -17,14 +17,15 @@ final class ServerUnderTest {
         self.environment = environment
     }
 
-    static func start(port: Int, arguments: [String] = ["serve"]) throws -> ServerUnderTest {
+    /// `dataDirectory`: another embedded cluster than the benchmark's own (the growth table's sizes).
+    static func start(port: Int, arguments: [String] = ["serve"], dataDirectory: String? = nil) throws -> ServerUnderTest {
         let binary = try releaseBinary()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["BOOKWORM_PORT"] = String(port)
-        environment["BOOKWORM_DATA_DIR"] = environment["BOOKWORM_BENCH_DATA_DIR"] ?? ".bookworm/bench"
+        environment["BOOKWORM_DATA_DIR"] = dataDirectory ?? environment["BOOKWORM_BENCH_DATA_DIR"] ?? ".bookworm/bench"
         environment["LOG_LEVEL"] = "warning"
         // The benchmark's login storm is legitimate traffic from one address.
         environment["BOOKWORM_HASH_QUEUE"] = environment["BOOKWORM_HASH_QUEUE"] ?? "256"

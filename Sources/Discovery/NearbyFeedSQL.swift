@@ -1,54 +1,70 @@
 import Accounts
 import BookwormCore
 import Places
+import PostgresNIO
 
 /// The nearby feed's statements: by grid cell (migration 0017) when few cells cover the radius,
 /// by the filter's own index for one author or book, by the pins in the radius otherwise.
 extension PostsStore {
-    static func nearbyStatement(_ filter: FeedFilter, near: NearbyArea, filters: [SQLValue]) -> SQLStatement {
+    static func nearbyStatement(_ filter: FeedFilter, after: Cursor?, near: NearbyArea, filters: [SQLValue])
+        -> (statement: SQLStatement, grid: FeedGridShape?)
+    {
         if filter.author != nil || filter.bookID != nil {
             // One author's or one book's posts are few: their own index, newest first, with the
             // distance checked on each.
-            return SQLStatement(sql: """
+            return (SQLStatement(sql: """
                 SELECT \(columns), \(Self.distance) \(joins)
                 WHERE \(conditions) AND po.cell IS NOT NULL AND \(Self.distance) <= $10
                 ORDER BY po.created_at DESC, po.id DESC
                 LIMIT $6
-                """, values: filters + Self.areaValues(near, boxes: false))
+                """, values: filters + Self.areaValues(near, boxes: false)), nil)
         }
-        guard let (level, cells) = FeedGrid.covering(near) else { return pinsStatement(conditions, filters, near) }
-        return SQLStatement(sql: level.column == "cell" ? cellsSQL : regionsSQL, values: filters + Self.areaValues(near, boxes: false) + [.int64Array(cells)])
+        guard let (level, cells) = FeedGrid.covering(near) else { return (pinsStatement(conditions, filters, near), nil) }
+        let shape = FeedGridShape(regions: level.column != "cell", kind: filter.kind != nil, cursor: after != nil)
+        return (SQLStatement(sql: gridSQL(shape), values: filters + Self.areaValues(near, boxes: false) + [.int64Array(cells)]), shape)
     }
-
-    // Not prepared: PostgreSQL's generic plan for these reads every post of each cell and sorts
-    // them (0.5 s in central London); the plan made for the actual cells is the right one.
-    static let cellsSQL = gridSQL(column: "cell")
-    static let regionsSQL = gridSQL(column: "region")
 
     /// Each covering cell's posts newest first, each read only until it has a page inside the
     /// radius; the newest page of those is the answer. Authors and books are joined for it alone.
-    static func gridSQL(column: String) -> String {
-        // The hits carry the post's own columns, so only authors and books are joined after:
-        // one join fewer to plan, on a statement whose planning costs more than its run.
-        """
-        WITH page AS (
-            SELECT hit.*
-            FROM unnest($11::int8[]) AS area(cell) CROSS JOIN LATERAL (
-                SELECT po.id, po.kind, po.body, po.copy_id, po.created_at, po.author_id, po.book_id, \(distance) AS distance
-                FROM posts po
-                WHERE po.\(column) = area.cell AND \(distance) <= $10 AND \(conditions)
-                ORDER BY po.created_at DESC, po.id DESC
+    /// Only the filters the shape has are in the text: with `$1 IS NULL OR …` tests in it,
+    /// PostgreSQL's generic plan read every post of each cell and sorted them (0.5 s in central
+    /// London), and without them the generic plan is the one a custom plan would be.
+    static func gridSQL(_ shape: FeedGridShape) -> String {
+        let column = shape.regions ? "region" : "cell"
+        let filters = (shape.kind ? [kindCondition] : []) + (shape.cursor ? [cursorCondition] : [])
+            + [blockCondition, visibleCondition]
+        // The hits carry the post's own columns, so only authors and books are joined after.
+        return """
+            WITH page AS (
+                SELECT hit.*
+                FROM unnest($11::int8[]) AS area(cell) CROSS JOIN LATERAL (
+                    SELECT po.id, po.kind, po.body, po.copy_id, po.created_at, po.author_id, po.book_id, \(distance) AS distance
+                    FROM posts po
+                    WHERE po.\(column) = area.cell AND \(distance) <= $10
+                      AND \(filters.joined(separator: "\n      AND "))
+                    ORDER BY po.created_at DESC, po.id DESC
+                    LIMIT $6
+                ) hit
+                ORDER BY hit.created_at DESC, hit.id DESC
                 LIMIT $6
-            ) hit
-            ORDER BY hit.created_at DESC, hit.id DESC
-            LIMIT $6
-        )
-        SELECT page.id, page.kind, page.body, page.copy_id, page.created_at,
-               (EXTRACT(EPOCH FROM page.created_at) * 1000000)::int8,
-               u.id, u.username, u.display_name, b.id, b.isbn13, b.title, b.authors, page.distance
-        FROM page JOIN users u ON u.id = page.author_id LEFT JOIN books b ON b.id = page.book_id
-        ORDER BY page.created_at DESC, page.id DESC
-        """
+            )
+            SELECT page.id, page.kind, page.body, page.copy_id, page.created_at,
+                   (EXTRACT(EPOCH FROM page.created_at) * 1000000)::int8,
+                   u.id, u.username, u.display_name, b.id, b.isbn13, b.title, b.authors, page.distance
+            FROM page JOIN users u ON u.id = page.author_id LEFT JOIN books b ON b.id = page.book_id
+            ORDER BY page.created_at DESC, page.id DESC
+            """
+    }
+
+    /// A grid read, prepared under its shape's own name.
+    func gridRows(_ shape: FeedGridShape, _ values: [SQLValue]) async throws -> [PostgresRow] {
+        try await gridRows(gridFlag(shape.regions), gridFlag(shape.kind), gridFlag(shape.cursor), values)
+    }
+
+    private func gridRows<Regions: GridFlag, Kind: GridFlag, After: GridFlag>(
+        _: Regions.Type, _: Kind.Type, _: After.Type, _ values: [SQLValue]) async throws -> [PostgresRow]
+    {
+        try await client.execute(FeedGridSQL<Regions, Kind, After>(values: values), logger: logger)
     }
 
     /// The statement before the grid, and still the one for radii no grid covers in few cells:
@@ -87,4 +103,29 @@ extension PostsStore {
         [.double(area.origin.latitude), .double(area.origin.longitude), .double(area.radiusKm)]
             + (boxes ? RadiusBoxes.values(around: area.origin, radiusKm: area.radiusKm) : [])
     }
+}
+
+/// Which grid a nearby feed page reads, and which optional filters its statement text has.
+struct FeedGridShape: Sendable, Equatable {
+    let regions: Bool
+    let kind: Bool
+    let cursor: Bool
+}
+
+/// A type-level yes or no, so that each grid shape is a prepared statement type of its own.
+protocol GridFlag { static var on: Bool { get } }
+enum GridYes: GridFlag { static var on: Bool { true } }
+enum GridNo: GridFlag { static var on: Bool { false } }
+
+func gridFlag(_ on: Bool) -> any GridFlag.Type { on ? GridYes.self : GridNo.self }
+
+/// `PostsStore.gridSQL` for one shape, prepared once per pooled connection. The parameter types
+/// are given because a shape's text leaves some of the filters' parameters unused.
+struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag>: PreparedSQL {
+    static var name: String { "bookworm_feed_grid_\(Regions.on)_\(Kind.on)_\(After.on)" }
+    static var sql: String { PostsStore.gridSQL(FeedGridShape(regions: Regions.on, kind: Kind.on, cursor: After.on)) }
+    static var bindingDataTypes: [PostgresDataType] {
+        [.text, .text, .uuid, .int8, .uuid, .int8, .uuid, .float8, .float8, .float8, .int8Array]
+    }
+    let values: [SQLValue]
 }

@@ -73,12 +73,17 @@ package struct PostsStore: Sendable {
 
     /// Newest first by keyset over (created_at, id).
     package func list(_ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> [PostView] {
-        let statement = Self.listStatement(filter, limit: limit, after: after)
+        let (statement, grid) = Self.listPlan(filter, limit: limit, after: after)
         var collected: [PostView] = []
-        for try await row in try await client.query(statement.query, logger: logger) {
+        func add(_ row: PostgresRow) throws {
             let cells = PostgresRandomAccessRow(row)
             let distance = filter.near == nil ? nil : try cells[13].decode(Double.self)
             collected.append(Self.view(try Self.row(cells), distance: distance))
+        }
+        if let grid {
+            for row in try await gridRows(grid, statement.values) { try add(row) }
+        } else {
+            for try await row in try await client.query(statement.query, logger: logger) { try add(row) }
         }
         return collected
     }
@@ -86,16 +91,21 @@ package struct PostsStore: Sendable {
     /// The filters take `$1`–`$7`; a location adds the nearby parameters after them. Built as
     /// text plus values so the benchmark can hand the identical SQL to pgbench.
     package static func listStatement(_ filter: FeedFilter, limit: Int, after: Cursor?) -> SQLStatement {
+        listPlan(filter, limit: limit, after: after).statement
+    }
+
+    /// The statement, and the grid shape it was made for when it is one of the prepared grid reads.
+    static func listPlan(_ filter: FeedFilter, limit: Int, after: Cursor?) -> (statement: SQLStatement, grid: FeedGridShape?) {
         let filters = filterValues(filter, limit: limit, after: after)
         guard let near = filter.near else {
-            return SQLStatement(sql: """
+            return (SQLStatement(sql: """
                 SELECT \(columns) \(joins)
                 WHERE \(conditions)
                 ORDER BY po.created_at DESC, po.id DESC
                 LIMIT $6
-                """, values: filters)
+                """, values: filters), nil)
         }
-        return nearbyStatement(filter, near: near, filters: filters)
+        return nearbyStatement(filter, after: after, near: near, filters: filters)
     }
 
     static func filterValues(_ filter: FeedFilter, limit: Int, after: Cursor?) -> [SQLValue] {
@@ -103,14 +113,20 @@ package struct PostsStore: Sendable {
          .int(after.map { Int($0.micros) }), .uuid(after?.id), .int(limit), .uuid(filter.viewerID)]
     }
 
-    /// Kind, author, book, keyset position, blocks and visibility, over `$1`–`$7`.
+    static let kindCondition = "po.kind = $1"
+    static let cursorCondition = "(po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5)"
+    static let blockCondition = BlocksStore.noBlockBetween("$7", "po.author_id")
+    static let visibleCondition = "(po.author_id = $7 OR (\(Visibility.shown("po", owner: "author_id"))))"
+
+    /// Kind, author, book, keyset position, blocks and visibility, over `$1`–`$7`; a filter that
+    /// is NULL is skipped by its `IS NULL` test, so one text serves every request.
     static let conditions = """
-        ($1::text IS NULL OR po.kind = $1)
+        ($1::text IS NULL OR \(kindCondition))
           AND ($2::text IS NULL OR po.author_id = (SELECT id FROM users WHERE lower(username) = $2))
           AND ($3::uuid IS NULL OR po.book_id = $3)
-          AND ($4::int8 IS NULL OR (po.created_at, po.id) < (timestamptz 'epoch' + $4 * interval '1 microsecond', $5))
-          AND ($7::uuid IS NULL OR \(BlocksStore.noBlockBetween("$7", "po.author_id")))
-          AND (po.author_id = $7 OR (\(Visibility.shown("po", owner: "author_id"))))
+          AND ($4::int8 IS NULL OR \(cursorCondition))
+          AND ($7::uuid IS NULL OR \(blockCondition))
+          AND \(visibleCondition)
         """
 
     // MARK: - Writing

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 import Testing
 @testable import BookwormCore
@@ -97,6 +98,84 @@ import Testing
             #expect(try await app.feedIDs(paris, token: viewer.token).isEmpty)
             #expect(try await app.feedIDs("/v1/posts").contains(post))
         }
+    }
+
+    /// A pooled connection keeps one generic plan per prepared statement after a few runs. For
+    /// every shape of grid read, that plan must read a dense cell only as far as the page needs,
+    /// not every post in it (the `$1 IS NULL OR …` text once made it read and sort them all).
+    @Test func everyGridReadsGenericPlanStopsAtThePageInADenseCell() async throws {
+        try await withApp { app in
+            let author = try #require(UUID(uuidString: try await app.register().id))
+            let viewer = try #require(UUID(uuidString: try await app.register().id))
+            let pins = try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                VALUES (\(author), 'Dense', 'meetup', 51.5, -0.12, 51.5, -0.12) RETURNING id
+                """)
+            for try await pin in pins.decode(UUID.self) {
+                try await app.db.query("""
+                    INSERT INTO posts (author_id, kind, body, pin_id, created_at)
+                    SELECT \(author), CASE WHEN i % 2 = 0 THEN 'offer' ELSE 'wanted' END, 'dense ' || i, \(pin),
+                           timestamptz '2026-06-01' - i * interval '1 second'
+                    FROM generate_series(1, 3000) AS i
+                    """)
+            }
+            // Posts in 500 other cells, as in a real service, so statistics know a cell is a small part.
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(author), 'Spread', 'meetup', -60 + (i % 25) * 5, -170 + (i / 25) * 17, -60 + (i % 25) * 5, -170 + (i / 25) * 17
+                FROM generate_series(0, 499) AS i
+                """)
+            try await app.db.query("""
+                INSERT INTO posts (author_id, kind, body, pin_id)
+                SELECT \(author), 'offer', 'far', p.id FROM pins p CROSS JOIN generate_series(1, 8) WHERE p.label = 'Spread'
+                """)
+            try await app.db.query("ANALYZE posts")
+            let cursor = Cursor(micros: (1_780_272_000 - 1_500) * 1_000_000, id: UUID())  // halfway down the dense cell
+            for (kind, after) in [(nil, nil), (PostKind.offer, nil), (nil, cursor), (PostKind.offer, cursor)] as [(PostKind?, Cursor?)] {
+                var filter = FeedFilter()
+                filter.near = NearbyArea(origin: GeoPoint(latitude: 51.5, longitude: -0.12), radiusKm: 5)
+                filter.kind = kind
+                filter.viewerID = viewer
+                let (statement, grid) = PostsStore.listPlan(filter, limit: 6, after: after)
+                #expect(grid != nil)
+                let area = try #require(filter.near)
+                let cells = try #require(FeedGrid.covering(area)?.cells)
+                let kindText: String = kind.map { "'\($0.rawValue)'" } ?? "NULL"
+                let micros: String = after.map { "\($0.micros)" } ?? "NULL"
+                let id: String = after.map { "'\($0.id.uuidString)'" } ?? "NULL"
+                let cellList: String = "'{" + cells.map { String($0) }.joined(separator: ",") + "}'"
+                let arguments: [String] = [kindText, "NULL", "NULL", micros, id, "6", "'\(viewer.uuidString)'", "51.5", "-0.12", "5", cellList]
+                let read = try await app.db.withConnection { connection in
+                    try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: """
+                        PREPARE grid_plan(text, text, uuid, int8, uuid, int8, uuid, float8, float8, float8, int8[]) AS \(statement.sql)
+                        """), logger: Self.logger)
+                    var plan = ""
+                    for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
+                        EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE grid_plan(\(arguments.joined(separator: ", ")))
+                        """), logger: Self.logger).decode(String.self) { plan += text }
+                    try await connection.query("DEALLOCATE grid_plan", logger: Self.logger)
+                    try await connection.query("RESET plan_cache_mode", logger: Self.logger)
+                    return Self.postsRowsRead(try JSONSerialization.jsonObject(with: Data(plan.utf8)))
+                }
+                #expect(read > 0 && read <= 60, "kind \(String(describing: kind)), cursor \(after != nil): \(read) posts read")
+            }
+        }
+    }
+
+    private static let logger = Logger(label: "feed-grid-test")
+
+    /// Rows every plan node on `posts` produced or filtered out, over all its loops.
+    private static func postsRowsRead(_ node: Any) -> Int {
+        if let list = node as? [Any] { return list.map(postsRowsRead).reduce(0, +) }
+        guard let object = node as? [String: Any] else { return 0 }
+        var total = (object["Plan"]).map(postsRowsRead) ?? 0
+        total += (object["Plans"]).map(postsRowsRead) ?? 0
+        if object["Relation Name"] as? String == "posts" {
+            let loops = object["Actual Loops"] as? Int ?? 1
+            total += ((object["Actual Rows"] as? Int ?? 0) + (object["Rows Removed by Filter"] as? Int ?? 0)) * loops
+        }
+        return total
     }
 
     /// Meetup pins (public point = exact point) scattered around `origin`, several posts on each;
