@@ -26,7 +26,39 @@ extension SQLValue {
     private static func quote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
 }
 
+extension SQLValue {
+    /// The value as a pgbench variable (`-D name=value`), which `-M prepared` binds as a
+    /// parameter as the server does; nil for NULL, which pgbench cannot bind.
+    var pgbenchVariable: String? {
+        switch self {
+        case .text(let value): value
+        case .int(let value): value.map(String.init)
+        case .double(let value): value.map { "\($0)" }
+        case .uuid(let value): value?.apiString
+        case .int64Array(let value): "{" + value.map(String.init).joined(separator: ",") + "}"
+        case .bool(let value): value ? "true" : "false"
+        case .textArray, .uuidArray: nil
+        }
+    }
+}
+
 extension SQLStatement {
+    /// The statement for `pgbench -M prepared`: every value a variable `:pN` (so PostgreSQL
+    /// plans it as it plans the server's, parameters unknown), NULLs written in as literals.
+    var pgbenchScript: (sql: String, definitions: [String]) {
+        var text = sql
+        var definitions: [String] = []
+        for (index, value) in values.enumerated().reversed() {
+            if let variable = value.pgbenchVariable {
+                text = text.replacingOccurrences(of: "$\(index + 1)", with: ":p\(index + 1)")
+                definitions += ["-D", "p\(index + 1)=\(variable)"]
+            } else {
+                text = text.replacingOccurrences(of: "$\(index + 1)", with: value.literal)
+            }
+        }
+        return (text, definitions)
+    }
+
     /// The same statement with every placeholder replaced by its literal, highest first so
     /// `$1` never clobbers `$10`.
     var literalSQL: String {
@@ -76,6 +108,20 @@ extension FeedBenchmarkSQL {
         let project = PostsStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
         let byPins = PostsStore.nearbyByPinsStatement(filter, limit: limit + 1, after: nil)?.literalSQL ?? project
         return (project, byPins)
+    }
+
+    /// The transaction the server runs for the nearby feed's first page around a point (its grid
+    /// read on the generic plan), for `pgbench -M prepared`; nil where the point takes no grid.
+    static func nearbyFeedTransaction(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, viewer: UUID)
+        -> (script: String, definitions: [String])?
+    {
+        var filter = FeedFilter()
+        filter.near = NearbyArea(origin: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radiusKm)
+        filter.viewerID = viewer
+        let plan = PostsStore.listPlan(filter, limit: limit + 1, after: nil)
+        guard plan.grid != nil else { return nil }
+        let (sql, definitions) = plan.statement.pgbenchScript
+        return ("BEGIN;\nSELECT set_config('plan_cache_mode', 'force_generic_plan', true);\n\(sql);\nCOMMIT;\n", definitions)
     }
 
     /// The keyset position a `next_cursor` stands for.

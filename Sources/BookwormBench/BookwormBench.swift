@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, GrowthCommand.self, SummaryCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
     )
 }
 
@@ -142,5 +142,16 @@ struct PortabilityCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await PortabilityBenchmark(objects: objects, changes: changes, runs: runs, lines: lines, port: port).run()
+    }
+}
+
+struct RoundTripCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "roundtrip", abstract: "What one trivial statement costs the Swift client at each layer, beside pgbench.")
+
+    @Option(help: "Statements per layer.") var runs = 2000
+
+    func run() async throws {
+        try await RoundTripBenchmark(runs: runs).run()
     }
 }

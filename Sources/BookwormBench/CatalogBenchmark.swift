@@ -91,6 +91,24 @@ struct BenchDatabase {
         try self.pgbench(pgbench, scripts: [script], clients: clients, seconds: seconds, mode: mode)
     }
 
+    /// Each transaction's latency in milliseconds: one client, `-M prepared`, `transactions` runs
+    /// of `script` with pgbench variables `definitions` (`-D name=value` pairs).
+    func pgbenchLatencies(_ pgbench: String, script: String, definitions: [String], transactions: Int) throws -> [Double] {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-pgbench-\(getpid())-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("script.sql").path
+        try script.write(toFile: file, atomically: true, encoding: .utf8)
+        _ = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", "prepared", "-c", "1", "-t", "\(transactions)",
+                                    "-l", "--log-prefix", folder.appendingPathComponent("log").path] + definitions + ["-f", file, "bookworm"])
+        let logs = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("log") }
+        // Each line: client, transaction, latency in microseconds, script, epoch seconds, microseconds.
+        return try logs.flatMap { name in
+            try String(contentsOfFile: folder.appendingPathComponent(name).path, encoding: .utf8).split(separator: "\n")
+                .compactMap { line in line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }.map { $0 / 1000 } }
+        }
+    }
+
     func pgbench(_ pgbench: String, scripts: [String], clients: Int, seconds: Int, mode: String = "simple") throws -> Double {
         let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", mode, "-c", "\(clients)", "-j", "2",
                                            "-T", "\(seconds)"] + scripts.flatMap { ["-f", $0] } + ["bookworm"])

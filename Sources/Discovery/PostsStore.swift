@@ -72,7 +72,7 @@ package struct PostsStore: Sendable {
     }
 
     /// Newest first by keyset over (created_at, id).
-    package func list(_ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> [PostView] {
+    package func list(_ filter: FeedFilter, limit: Int, after: Cursor?, on connection: PostgresConnection? = nil) async throws -> [PostView] {
         let (statement, grid) = Self.listPlan(filter, limit: limit, after: after)
         var collected: [PostView] = []
         func add(_ row: PostgresRow) throws {
@@ -81,9 +81,9 @@ package struct PostsStore: Sendable {
             collected.append(Self.view(try Self.row(cells), distance: distance))
         }
         if let grid {
-            for row in try await gridRows(grid, statement.values) { try add(row) }
+            for row in try await gridRows(grid, statement.values, on: connection) { try add(row) }
         } else {
-            for try await row in try await client.query(statement.query, logger: logger) { try add(row) }
+            for try await row in try await client.query(statement.query, on: connection, logger: logger) { try add(row) }
         }
         return collected
     }
@@ -95,7 +95,7 @@ package struct PostsStore: Sendable {
     }
 
     /// The statement, and the grid shape it was made for when it is one of the prepared grid reads.
-    static func listPlan(_ filter: FeedFilter, limit: Int, after: Cursor?) -> (statement: SQLStatement, grid: FeedGridShape?) {
+    package static func listPlan(_ filter: FeedFilter, limit: Int, after: Cursor?) -> (statement: SQLStatement, grid: FeedGridShape?) {
         let filters = filterValues(filter, limit: limit, after: after)
         guard let near = filter.near else {
             return (SQLStatement(sql: """

@@ -160,6 +160,20 @@ import Testing
                 }
                 #expect(read > 0 && read <= 60, "kind \(String(describing: kind)), cursor \(after != nil): \(read) posts read")
             }
+            // And the server runs that plan from the first request, rather than planning each one.
+            var london = FeedFilter()
+            london.near = NearbyArea(origin: GeoPoint(latitude: 51.5, longitude: -0.12), radiusKm: 5)
+            let filter = london
+            let store = PostsStore(client: app.db, logger: Self.logger)
+            let plans = try await app.db.transaction(logger: Self.logger) { connection in
+                let page = try await store.list(filter, limit: 6, after: nil, on: connection)
+                var plans: [(Int, Int)] = []
+                for try await row in try await connection.query("""
+                    SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE 'bookworm_feed_grid_%'
+                    """, logger: Self.logger).decode((Int, Int).self) { plans.append(row) }
+                return page.count == 6 ? plans : []
+            }
+            #expect(plans.count == 1 && plans.allSatisfy { $0.0 == 1 && $0.1 == 0 }, "\(plans)")
         }
     }
 

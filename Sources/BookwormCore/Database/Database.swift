@@ -86,6 +86,23 @@ package struct Database: Sendable {
         }.value
     }
 
+    /// `execute` on the statement's generic plan, whatever PostgreSQL's cost model would pick:
+    /// for a statement whose generic plan a test holds to be right and whose planning costs more
+    /// than its run. `SET LOCAL` needs a transaction: on `connection` the caller has one open,
+    /// else the statement gets one of its own.
+    package func executeOnGenericPlan<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, on connection: PostgresConnection?, logger: Logger) async throws -> [Statement.Row]
+    {
+        @Sendable func run(_ connection: PostgresConnection) async throws -> Transfer<[Statement.Row]> {
+            try await connection.query("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)", logger: logger)
+            var rows: [Statement.Row] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return Transfer(rows)
+        }
+        if let connection { return try await run(connection).value }
+        return try await transaction(logger: logger, run).value
+    }
+
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard let fallback = replicaOf else { return try await pooledConnection(body) }
         if fallback.resting { return try await fallback.primary.withConnection(body) }
