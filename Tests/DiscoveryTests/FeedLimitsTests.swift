@@ -90,7 +90,9 @@ import Testing
                     counts.append(after - before)
                 }
                 #expect(counts[0] == counts[1], "\(feed): \(counts)")
-                #expect(counts[0] <= 3, "\(feed): \(counts)")
+                // The nearby feed's grid read runs in a transaction of its own, to set its plan
+                // mode: BEGIN, set_config and COMMIT are three more, whatever the page's length.
+                #expect(counts[0] <= (feed.contains("latitude") ? 6 : 3), "\(feed): \(counts)")
             }
         }
     }

@@ -80,12 +80,29 @@ final class ServerProcess: @unchecked Sendable {
         return (String(fields[3]), String(fields[4]))
     }
 
+    /// A port nobody listens on, chosen below the kernel's range for outgoing connections' ports:
+    /// a port from that range (what binding port 0 gives) could be taken by another test's
+    /// outgoing connection before the server binds it ("Address already in use", seen in CI).
     static func freePort() throws -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        let ephemeralStart = range?.first ?? 32_768
+        if ephemeralStart > 12_000 {
+            for _ in 0..<100 {
+                let port = Int.random(in: 10_000..<ephemeralStart)
+                if (try? bindable(port)) == port { return port }
+            }
+        }
+        return try bindable(0)
+    }
+
+    /// Binds `port` (0: any) on 127.0.0.1 and lets it go; the port it got.
+    private static func bindable(_ port: Int) throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
