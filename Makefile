@@ -24,7 +24,7 @@ DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
 HADOLINT_VERSION := 2.12.0
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 
-.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-summary seed stop-test-db clean
+.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-growth bench-roundtrip bench-summary seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -103,6 +103,8 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench trades
 	$(SWIFT) run -c release --skip-build BookwormBench shelf
 	$(SWIFT) run -c release --skip-build BookwormBench portability
+	$(SWIFT) run -c release --skip-build BookwormBench roundtrip
+	$(SWIFT) run -c release --skip-build BookwormBench growth
 	@echo; echo "Summary (every benchmark's .bookworm/bench/results/*.json):"
 	$(SWIFT) run -c release --skip-build BookwormBench summary
 
@@ -132,6 +134,14 @@ bench-shelf: bench-build
 
 bench-portability: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench portability
+
+# p50/p99 of five paths at 100k, 1M and 5M copies (each size its own cluster under .bookworm/growth;
+# the first run seeds them: about 40 minutes on two cores).
+bench-growth: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench growth
+
+bench-roundtrip: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench roundtrip
 
 # One table of every measure the benchmarks have written so far.
 bench-summary: bench-build

@@ -33,13 +33,19 @@ struct RoundTripBenchmark {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-roundtrip-\(getpid()).sql").path
         try "SELECT 1;\n".write(toFile: script, atomically: true, encoding: .utf8)
         let tps = try server.database(psql: tools.psql).pgbench(tools.pgbench, script: script, clients: 1, seconds: 5, mode: "prepared")
+        let pgbenchMillis = 1000 / max(tps, 0.001)
         var table = [["SELECT 1, \(runs) runs", "p50", "p99"]]
+        var results: [ResultRow] = []
         for (label, times) in rows {
             let sorted = times.sorted()
-            table.append([label, String(format: "%.3f ms", sorted[sorted.count / 2]), String(format: "%.3f ms", sorted[sorted.count * 99 / 100])])
+            let (p50, p99) = (sorted[sorted.count / 2], sorted[sorted.count * 99 / 100])
+            table.append([label, String(format: "%.3f ms", p50), String(format: "%.3f ms", p99)])
+            results.append(ResultRow("SELECT 1 p50 through \(label)", p50, "ms", reference: String(format: "pgbench %.3f ms", pgbenchMillis),
+                                     ratio: p50 / pgbenchMillis))
         }
-        table.append(["pgbench, 1 client, prepared (mean)", String(format: "%.3f ms", 1000 / max(tps, 0.001)), "-"])
+        table.append(["pgbench, 1 client, prepared (mean)", String(format: "%.3f ms", pgbenchMillis), "-"])
         print(Table(rows: table).render())
+        BenchResults.save("roundtrip", results)
     }
 
     private static func time(_ body: () async throws -> Void) async throws -> Double {

@@ -28,13 +28,15 @@ import Testing
         }
     }
 
+    static let nearbyFeed = "/v1/posts?latitude=52.52&longitude=13.405&radius_km=5"
+
     private static func readAndFallBack(primary: PrivatePrimary, replica: StreamingReplica) async throws {
         var config = Config.forTests(primary.settings)
         config.migrateOnStart = true
         config.databaseReadURL = replica.settings(database: primary.settings.database).connectionURL
         try await withApp(config: config, on: primary.settings) { app in
             let replicaClient = replica.settings(database: app.settings.database).makeClient(poolSize: 1, logger: Logger(label: "replica"))
-            try await replicaClient.whileRunning { replicaDB in
+            let token = try await replicaClient.whileRunning { replicaDB in
                 // The replica is a replica, and it has this test's database (once replay reaches its creation).
                 let inRecovery = try await eventually(within: 30) {
                     guard let rows = try? await replicaDB.query("SELECT pg_is_in_recovery()") else { return false }
@@ -54,6 +56,12 @@ import Testing
                 #expect(try await app.page("/v1/copies?limit=100").ids.contains(fresh) == false)
                 try await replicaDB.query("SELECT pg_wal_replay_resume()")
                 #expect(try await eventually(within: 30) { try await app.page("/v1/copies?limit=100").ids.contains(fresh) })
+
+                // The nearby feed reads the replica too, in a read's own transaction.
+                try await app.addPin(owner.token, kind: "meetup")
+                _ = try await app.addPost(owner.token, body: "Swap near the station")
+                #expect(try await eventually(within: 30) { try await app.feedIDs(Self.nearbyFeed, token: owner.token).count == 1 })
+                return owner.token
             }
 
             // The replica stops: the library is served by the primary instead of failing (no bound
@@ -64,6 +72,7 @@ import Testing
             #expect((try page.jsonObject()["data"] as? [Any])?.count == 2)
             let user = try await app.request(.get, "/v1/users/nobody_here/copies")
             #expect(user.status == .notFound)
+            #expect(try await app.feedIDs(Self.nearbyFeed, token: token).count == 1)
         }
     }
 }

@@ -100,7 +100,18 @@ package struct Database: Sendable {
             return Transfer(rows)
         }
         if let connection { return try await run(connection).value }
-        return try await transaction(logger: logger, run).value
+        // By hand rather than `transaction`, so a read replica's fallback to the primary holds.
+        return try await withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                let rows = try await run(connection)
+                try await connection.query("COMMIT", logger: logger)
+                return rows
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }.value
     }
 
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
