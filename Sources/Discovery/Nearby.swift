@@ -70,6 +70,9 @@ package struct NearbyOwner: Encodable, Sendable {
     let user: OwnerSummary
     let distanceKm: Double
     let matchingCopies: Int
+    /// The keyset position: the chord to the owner's nearest pin holding a match (as
+    /// `NearbyCopy.sortKey`). Not part of the JSON.
+    let sortKey: Double
 
     enum CodingKeys: String, CodingKey {
         case user

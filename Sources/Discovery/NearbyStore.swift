@@ -18,45 +18,6 @@ package struct NearbyStore: Sendable {
         self.logger = logger
     }
 
-    static let boxFilter = RadiusBoxes.filter(firstParameter: 4)
-
-    /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
-    /// each stands for (those placed on it and, for a default pin, its owner's unplaced ones) that
-    /// match the search. Only copy ids and distances flow through here; details are joined for
-    /// the one page that survives the sort. Parameters $1–$14.
-    static let placedSQL = """
-        WITH near AS MATERIALIZED (
-            SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
-                   bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
-            FROM pins p
-            WHERE \(boxFilter)
-              AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
-              AND p.owner_id <> $12
-              AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
-              AND \(Visibility.ownerActive("p.owner_id"))
-        ), wanted_book AS (
-            SELECT id FROM books WHERE isbn13 = $14
-        ), placed AS (
-            SELECT c.id AS copy_id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
-            FROM near JOIN copies c ON c.pin_id = near.id
-            WHERE c.status = 'available' AND c.hidden_at IS NULL
-              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
-            UNION ALL
-            SELECT c.id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
-            FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
-            WHERE near.is_default AND c.status = 'available' AND c.hidden_at IS NULL
-              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
-        )
-        """
-
-    static func placedValues(_ query: NearbyQuery) -> [SQLValue] {
-        [.double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm)]
-            + RadiusBoxes.values(around: query.origin, radiusKm: query.radiusKm)
-            + [.uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
-    }
-
     /// The unit-sphere point of `origin` and the chord that matches `radiusKm` (a hair wider,
     /// so float rounding never drops an edge pin: the haversine decides inclusion).
     static func sphereValues(_ query: NearbyQuery) -> [SQLValue] {
@@ -74,13 +35,18 @@ package struct NearbyStore: Sendable {
     /// Pins in the radius, not the caller's nor blocked either way, past the cursor's distance.
     /// A suspended owner is left out copy by copy in `page`, not here: a filter on the owner's
     /// row in this scan made the planner give up the nearest-neighbour index scan (0.8 → 40 ms).
-    static let candidatePins = """
+    static let candidatePins = pinsInRadius + """
+
+                  AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
+        """
+
+    /// Pins in the radius, not the caller's nor blocked either way.
+    static let pinsInRadius = """
                 FROM pins p
                 WHERE p.public_xyz <@ cube_enlarge(\(origin), $4, 3)
                   AND bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) <= $7
                   AND p.owner_id <> $8
                   AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
-                  AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
         """
 
     /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
@@ -151,22 +117,6 @@ package struct NearbyStore: Sendable {
         return lastChord < boundary
     }
 
-    static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) -> SQLStatement {
-        SQLStatement(sql: placedSQL + """
-            , owners AS (
-                SELECT owner_id, min(distance) AS distance, count(*) AS matching FROM placed GROUP BY owner_id
-            ), page AS (
-                SELECT * FROM owners
-                WHERE $15::float8 IS NULL OR (distance, owner_id) > ($15, $16)
-                ORDER BY distance, owner_id
-                LIMIT $17
-            )
-            SELECT u.id, u.username, u.display_name, page.distance, page.matching::int8
-            FROM page JOIN users u ON u.id = page.owner_id
-            ORDER BY page.distance, u.id
-            """, values: placedValues(query) + [.double(after?.distance), .uuid(after?.id), .int(limit)])
-    }
-
     /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
     /// complete; one round in all but sparse cases.
     package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
@@ -188,16 +138,6 @@ package struct NearbyStore: Sendable {
             }
             pinLimit *= 8
         }
-    }
-
-    package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
-        let rows = try await client.query(Self.ownersStatement(query, after: after, limit: limit).query, logger: logger)
-        var result: [NearbyOwner] = []
-        for try await (id, username, displayName, distance, matching) in rows.decode((UUID, String, String?, Double, Int).self) {
-            result.append(NearbyOwner(user: OwnerSummary(id: id, username: username, displayName: displayName),
-                                      distanceKm: distance, matchingCopies: matching))
-        }
-        return result
     }
 }
 
