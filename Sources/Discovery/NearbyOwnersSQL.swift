@@ -14,20 +14,9 @@ extension NearbyStore {
     /// page (`isComplete`). Pins are not cut at the cursor: an owner shown on an earlier page must
     /// still be seen to stand before it. Matching copies are counted over all the page owners'
     /// pins in the radius, for the page only. Parameters $1–$14, as `copiesSQL`.
-    static let ownersSQL = """
-            WITH near AS MATERIALIZED (
-                SELECT p.id, p.owner_id, p.is_default, \(roundedChord) AS chord, p.public_xyz <-> \(origin) AS exact,
-                       bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) AS distance
-                \(pinsInRadius)
-                ORDER BY p.public_xyz <-> \(origin)
-                FETCH FIRST $14 ROWS WITH TIES
-            ), beyond AS (
-                SELECT \(roundedChord) AS chord
-                \(pinsInRadius)
-                  AND p.public_xyz <-> \(origin) > (SELECT max(exact) FROM near)
-                ORDER BY p.public_xyz <-> \(origin)
-                LIMIT 1
-            ), owners AS (
+    static let ownersSQL = nearestPins(pinsInRadius, columns: "bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) AS distance")
+        + """
+            , owners AS (
                 SELECT near.owner_id, min(near.chord) AS chord, min(near.distance) AS distance
                 FROM near
                 WHERE EXISTS (SELECT 1 FROM copies c WHERE c.pin_id = near.id AND \(matching))
@@ -70,24 +59,12 @@ extension NearbyStore {
     /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
     /// complete, as for copies.
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
-        var pinLimit = Self.firstPinLimit
-        while true {
-            let statement = Self.ownersStatement(query, after: after, limit: limit, pinLimit: pinLimit)
-            var result: [NearbyOwner] = []
-            var boundary: Double?
-            for row in try await client.execute(NearbyOwnersSQL(values: statement.values), logger: logger) {
-                let cells = PostgresRandomAccessRow(row)
-                boundary = try cells[0].decode(Double?.self)
-                guard let chord = try cells[1].decode(Double?.self) else { continue }
-                result.append(NearbyOwner(
-                    user: OwnerSummary(id: try cells[3].decode(UUID.self), username: try cells[4].decode(String.self),
-                                       displayName: try cells[5].decode(String?.self)),
-                    distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord))
-            }
-            if Self.isComplete(boundary: boundary, rows: result.count, lastChord: result.last?.sortKey, limit: limit) {
-                return result
-            }
-            pinLimit *= 8
+        try await inRounds(limit: limit) { pinLimit in
+            NearbyOwnersSQL(values: Self.ownersStatement(query, after: after, limit: limit, pinLimit: pinLimit).values)
+        } row: { cells, chord in
+            NearbyOwner(user: OwnerSummary(id: try cells[3].decode(UUID.self), username: try cells[4].decode(String.self),
+                                           displayName: try cells[5].decode(String?.self)),
+                        distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
         }
     }
 

@@ -57,20 +57,8 @@ package struct NearbyStore: Sendable {
     /// `isComplete`). Details are joined for the page only; the meta row (`beyond`'s chord, or
     /// null when every pin in the radius was tried) comes back even when the page is empty.
     /// Parameters $1–$14.
-    static let copiesSQL = """
-            WITH near AS MATERIALIZED (
-                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(roundedChord) AS chord,
-                       p.public_xyz <-> \(origin) AS exact
-                \(candidatePins)
-                ORDER BY p.public_xyz <-> \(origin)
-                FETCH FIRST $14 ROWS WITH TIES
-            ), beyond AS (
-                SELECT \(roundedChord) AS chord
-                \(candidatePins)
-                  AND p.public_xyz <-> \(origin) > (SELECT max(exact) FROM near)
-                ORDER BY p.public_xyz <-> \(origin)
-                LIMIT 1
-            ), page AS (
+    static let copiesSQL = nearestPins(candidatePins, columns: "p.public_latitude, p.public_longitude") + """
+            , page AS (
                 SELECT placed.copy_id, near.chord, near.public_latitude, near.public_longitude
                 FROM near CROSS JOIN LATERAL (
                     SELECT c.id AS copy_id FROM copies c
@@ -98,6 +86,27 @@ package struct NearbyStore: Sendable {
             ORDER BY page.chord, c.id
             """
 
+    /// `near`, the `$14` nearest of `pins` with every pin tied with the last (id, owner, default
+    /// flag, `columns`, chord), and `beyond`, the nearest of `pins` left out: a round's two halves,
+    /// for copies and owners alike.
+    static func nearestPins(_ pins: String, columns: String) -> String {
+        """
+            WITH near AS MATERIALIZED (
+                SELECT p.id, p.owner_id, p.is_default, \(columns), \(roundedChord) AS chord,
+                       p.public_xyz <-> \(origin) AS exact
+                \(pins)
+                ORDER BY p.public_xyz <-> \(origin)
+                FETCH FIRST $14 ROWS WITH TIES
+            ), beyond AS (
+                SELECT \(roundedChord) AS chord
+                \(pins)
+                  AND p.public_xyz <-> \(origin) > (SELECT max(exact) FROM near)
+                ORDER BY p.public_xyz <-> \(origin)
+                LIMIT 1
+            )
+            """
+    }
+
     package static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
         SQLStatement(sql: copiesSQL, values: sphereValues(query) + [
             .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
@@ -120,20 +129,32 @@ package struct NearbyStore: Sendable {
     /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
     /// complete; one round in all but sparse cases.
     package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
+        try await inRounds(limit: limit) { pinLimit in
+            NearbyCopiesSQL(values: Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit).values)
+        } row: { cells, chord in
+            NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells[2].decode(Double.self),
+                       sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
+        }
+    }
+
+    /// Runs `statement` for 16 nearest pins, then 8 times as many each round, until a round's
+    /// rows prove the page complete (`isComplete`). Every row's first cell is `beyond`'s chord and
+    /// its second the row's chord, null on the meta row that comes back alone for an empty page.
+    func inRounds<Statement: PreparedSQL, Row>(
+        limit: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
+    {
         var pinLimit = Self.firstPinLimit
         while true {
-            let statement = Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit)
-            var result: [NearbyCopy] = []
-            var boundary: Double?
-            for row in try await client.execute(NearbyCopiesSQL(values: statement.values), logger: logger) {
-                let cells = PostgresRandomAccessRow(row)
+            var result: [Row] = []
+            var boundary: Double?, lastChord: Double?
+            for found in try await client.execute(statement(pinLimit), logger: logger) {
+                let cells = PostgresRandomAccessRow(found)
                 boundary = try cells[0].decode(Double?.self)
                 guard let chord = try cells[1].decode(Double?.self) else { continue }
-                let copy = CopiesStore.view(try CopiesStore.row(cells, from: 5))
-                result.append(NearbyCopy(copy: copy, distanceKm: try cells[2].decode(Double.self), sortKey: chord,
-                                         place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self))))
+                result.append(try row(cells, chord))
+                lastChord = chord
             }
-            if Self.isComplete(boundary: boundary, rows: result.count, lastChord: result.last?.sortKey, limit: limit) {
+            if Self.isComplete(boundary: boundary, rows: result.count, lastChord: lastChord, limit: limit) {
                 return result
             }
             pinLimit *= 8
