@@ -107,6 +107,21 @@ enum BenchAccount {
         return token
     }
 
+    /// A wrk script adding the bearer token and requesting `paths` in turn, one per request.
+    static func pathsScript(token: String, paths: [String]) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path
+        try """
+            wrk.headers["Authorization"] = "Bearer \(token)"
+            local paths = {\(paths.map { "\"\($0)\"" }.joined(separator: ", "))}
+            local next = 0
+            request = function()
+                next = next % #paths + 1
+                return wrk.format(nil, paths[next])
+            end
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     /// A wrk script adding the bearer token; `pacedMillis` waits between a connection's requests.
     static func headerScript(token: String, pacedMillis: Int? = nil) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path

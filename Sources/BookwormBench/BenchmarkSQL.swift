@@ -121,7 +121,7 @@ extension FeedBenchmarkSQL {
         let plan = PostsStore.listPlan(filter, limit: limit + 1, after: nil)
         guard plan.grid != nil else { return nil }
         let (sql, definitions) = plan.statement.pgbenchScript
-        return ("BEGIN;\nSELECT set_config('plan_cache_mode', 'force_generic_plan', true);\n\(sql);\nCOMMIT;\n", definitions)
+        return ("BEGIN;\n\(Database.genericPlanSetting);\n\(sql);\nCOMMIT;\n", definitions)
     }
 
     /// The keyset position a `next_cursor` stands for.

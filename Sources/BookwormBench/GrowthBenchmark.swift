@@ -60,7 +60,7 @@ struct GrowthBenchmark {
         let token = try BenchAccount.token(curl: tools.curl, base: "http://127.0.0.1:\(port)", username: "growthbench")
         var results: [String: WrkResult] = [:]
         for route in routes {
-            let script = try Self.script(route, token: token)
+            let script = try BenchAccount.pathsScript(token: token, paths: route.paths)
             _ = try Shell.run(tools.wrk, ["-t1", "-c1", "-d1s", "-s", script, "http://127.0.0.1:\(port)"])
             let result = WrkResult.parse(try Shell.run(tools.wrk, ["-t1", "-c1", "-d\(seconds)s", "--latency", "-s", script,
                                                                    "http://127.0.0.1:\(port)"]))
@@ -101,21 +101,6 @@ struct GrowthBenchmark {
             Route(name: "nearby feed", paths: near.map { "/v1/posts?\($0)&limit=20" }),
             Route(name: "map pins", paths: boxes.map { "/v1/map/pins?bbox=\($0)&zoom=13" }),
         ]
-    }
-
-    private static func script(_ route: Route, token: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory
-            .appendingPathComponent("bookworm-growth-\(getpid())-\(route.name.replacingOccurrences(of: " ", with: "-")).lua").path
-        try """
-            wrk.headers["Authorization"] = "Bearer \(token)"
-            local paths = {\(route.paths.map { "\"\($0)\"" }.joined(separator: ", "))}
-            local next = 0
-            request = function()
-                next = next % #paths + 1
-                return wrk.format(nil, paths[next])
-            end
-            """.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
     }
 }
 

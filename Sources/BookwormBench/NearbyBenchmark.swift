@@ -71,12 +71,7 @@ struct NearbyBenchmark {
             scripts.append(folder + "/point\(index).sql")
             try (sql + ";\n").write(toFile: scripts[index], atomically: true, encoding: .utf8)
         }
-        let lua = folder + "/requests.lua"
-        try """
-            wrk.headers["Authorization"] = "Bearer \(token)"
-            local paths = {\(paths.map { "\"\($0)\"" }.joined(separator: ", "))}
-            request = function() return wrk.format(nil, paths[math.random(#paths)]) end
-            """.write(toFile: lua, atomically: true, encoding: .utf8)
+        let lua = try BenchAccount.pathsScript(token: token, paths: paths)
         let slice = max(seconds / 3, 2)
         var result = Throughput()
         for _ in 0..<3 {

@@ -21,15 +21,27 @@ extension PostsStore {
         }
         guard let (level, cells) = FeedGrid.covering(near) else { return (pinsStatement(conditions, filters, near), nil) }
         let shape = FeedGridShape(regions: level.column != "cell", kind: filter.kind != nil, cursor: after != nil)
-        return (SQLStatement(sql: gridSQL(shape), values: filters + Self.areaValues(near, boxes: false) + [.int64Array(cells)]), shape)
+        return (SQLStatement(sql: gridText(shape), values: filters + Self.areaValues(near, boxes: false) + [.int64Array(cells)]), shape)
     }
+
+    /// A shape's text, built once rather than on every request.
+    static func gridText(_ shape: FeedGridShape) -> String { gridTexts[shape] ?? gridSQL(shape) }
+
+    private static let gridTexts = Dictionary(uniqueKeysWithValues: [false, true].flatMap { regions in
+        [false, true].flatMap { kind in
+            [false, true].map { cursor in
+                let shape = FeedGridShape(regions: regions, kind: kind, cursor: cursor)
+                return (shape, gridSQL(shape))
+            }
+        }
+    })
 
     /// Each covering cell's posts newest first, each read only until it has a page inside the
     /// radius; the newest page of those is the answer. Authors and books are joined for it alone.
     /// Only the filters the shape has are in the text: with `$1 IS NULL OR …` tests in it,
     /// PostgreSQL's generic plan read every post of each cell and sorted them (0.5 s in central
     /// London), and without them the generic plan is the one a custom plan would be.
-    static func gridSQL(_ shape: FeedGridShape) -> String {
+    private static func gridSQL(_ shape: FeedGridShape) -> String {
         let column = shape.regions ? "region" : "cell"
         let filters = (shape.kind ? [kindCondition] : []) + (shape.cursor ? [cursorCondition] : [])
             + [blockCondition, visibleCondition]
@@ -110,7 +122,7 @@ extension PostsStore {
 }
 
 /// Which grid a nearby feed page reads, and which optional filters its statement text has.
-package struct FeedGridShape: Sendable, Equatable {
+package struct FeedGridShape: Sendable, Hashable {
     let regions: Bool
     let kind: Bool
     let cursor: Bool
@@ -127,7 +139,9 @@ func gridFlag(_ on: Bool) -> any GridFlag.Type { on ? GridYes.self : GridNo.self
 /// are given because a shape's text leaves some of the filters' parameters unused.
 struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag>: PreparedSQL {
     static var name: String { "bookworm_feed_grid_\(Regions.on)_\(Kind.on)_\(After.on)" }
-    static var sql: String { PostsStore.gridSQL(FeedGridShape(regions: Regions.on, kind: Kind.on, cursor: After.on)) }
+    static var sql: String {
+        PostsStore.gridText(FeedGridShape(regions: Regions.on, kind: Kind.on, cursor: After.on))
+    }
     static var bindingDataTypes: [PostgresDataType] {
         [.text, .text, .uuid, .int8, .uuid, .int8, .uuid, .float8, .float8, .float8, .int8Array]
     }

@@ -67,59 +67,6 @@ extension NearbyStore {
                         distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
         }
     }
-
-    // MARK: - The statement before the rounds
-
-    static let boxFilter = RadiusBoxes.filter(firstParameter: 4)
-
-    /// `near`: pins within the radius that are not the caller's. `placed`: the available copies
-    /// each stands for (those placed on it and, for a default pin, its owner's unplaced ones) that
-    /// match the search. Only copy ids and distances flow through here; details are joined for
-    /// the one page that survives the sort. Parameters $1–$14.
-    static let placedSQL = """
-        WITH near AS MATERIALIZED (
-            SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude,
-                   bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) AS distance
-            FROM pins p
-            WHERE \(boxFilter)
-              AND bookworm_distance_km($1, $2, p.public_latitude, p.public_longitude) <= $3
-              AND p.owner_id <> $12
-              AND \(BlocksStore.noBlockBetween("$12", "p.owner_id"))
-              AND \(Visibility.ownerActive("p.owner_id"))
-        ), wanted_book AS (
-            SELECT id FROM books WHERE isbn13 = $14
-        ), placed AS (
-            SELECT c.id AS copy_id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
-            FROM near JOIN copies c ON c.pin_id = near.id
-            WHERE c.status = 'available' AND c.hidden_at IS NULL
-              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
-            UNION ALL
-            SELECT c.id, c.owner_id, near.distance, near.public_latitude, near.public_longitude
-            FROM near JOIN copies c ON c.owner_id = near.owner_id AND c.pin_id IS NULL
-            WHERE near.is_default AND c.status = 'available' AND c.hidden_at IS NULL
-              AND ($13::text[] IS NULL OR c.search @@ bookworm_search_query($13))
-              AND ($14::text IS NULL OR c.book_id IN (SELECT id FROM wanted_book))
-        )
-        """
-
-    static func placedValues(_ query: NearbyQuery) -> [SQLValue] {
-        [.double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm)]
-            + RadiusBoxes.values(around: query.origin, radiusKm: query.radiusKm)
-            + [.uuid(query.callerID), .textArray(query.words), .text(query.isbn13)]
-    }
-
-    /// Every owner with a matching copy in the radius, nearest first: what `owners` replaced
-    /// (every pin in the radius, all their copies grouped), kept as the tests' and the
-    /// benchmark's reference for the same answers. Unpaged: (owner, distance, matching copies).
-    package static func ownersInRadiusStatement(_ query: NearbyQuery) -> SQLStatement {
-        SQLStatement(sql: placedSQL + """
-            , owners AS (
-                SELECT owner_id, min(distance) AS distance, count(*) AS matching FROM placed GROUP BY owner_id
-            )
-            SELECT owner_id, distance, matching::int8 FROM owners ORDER BY distance, owner_id
-            """, values: placedValues(query))
-    }
 }
 
 /// `NearbyStore.ownersSQL`, prepared, as `NearbyCopiesSQL`.

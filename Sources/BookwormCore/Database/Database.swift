@@ -86,6 +86,9 @@ package struct Database: Sendable {
         }.value
     }
 
+    /// What `executeOnGenericPlan` runs first in its transaction (the benchmark's pgbench script too).
+    package static let genericPlanSetting = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+
     /// `execute` on the statement's generic plan, whatever PostgreSQL's cost model would pick:
     /// for a statement whose generic plan a test holds to be right and whose planning costs more
     /// than its run. `SET LOCAL` needs a transaction: on `connection` the caller has one open,
@@ -94,7 +97,7 @@ package struct Database: Sendable {
         _ statement: Statement, on connection: PostgresConnection?, logger: Logger) async throws -> [Statement.Row]
     {
         @Sendable func run(_ connection: PostgresConnection) async throws -> Transfer<[Statement.Row]> {
-            try await connection.query("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)", logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: Self.genericPlanSetting), logger: logger)
             var rows: [Statement.Row] = []
             for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
             return Transfer(rows)
