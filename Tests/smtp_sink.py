@@ -4,7 +4,8 @@
     smtp_sink.py FOLDER
 
 Writes the port it listens on to FOLDER/port once ready. Each accepted message becomes
-FOLDER/<n>.eml: two lines X-Sink-Mail-From / X-Sink-Rcpt-To, then the bytes received.
+FOLDER/<n>.eml: three lines X-Sink-Mail-From / X-Sink-Rcpt-To / X-Sink-Peer (the client's
+port, which names its connection), then the bytes received.
 The recipient's local part steers the answer, so one sink serves every test:
   reject*   550 at RCPT (permanent failure)
   tempfail* 451 at DATA the first time a Message-ID is seen, 250 after
@@ -49,8 +50,8 @@ class Sink:
             await asyncio.sleep(0.15)
         self.count += 1
         name = "%d-%06d" % (time.time_ns(), self.count)
-        head = b"X-Sink-Mail-From: %s\r\nX-Sink-Rcpt-To: %s\r\n" % (
-            envelope.mail_from.encode(), ",".join(envelope.rcpt_tos).encode())
+        head = b"X-Sink-Mail-From: %s\r\nX-Sink-Rcpt-To: %s\r\nX-Sink-Peer: %d\r\n" % (
+            envelope.mail_from.encode(), ",".join(envelope.rcpt_tos).encode(), session.peer[1])
         temporary = os.path.join(self.folder, name + ".tmp")
         with open(temporary, "wb") as handle:
             handle.write(head + data)

@@ -134,8 +134,8 @@ extension FeedBenchmarkSQL {
 /// Accepts everything and does nothing: for measuring the outbox itself.
 struct DiscardingTransport: MailTransport, MailSession {
     init() {}
-    func openSession() async throws -> any MailSession { self }
-    func send(_ message: OutgoingMessage) async -> DeliveryOutcome { .sent }
-    func close() async {}
+    func openSession() throws -> any MailSession { self }
+    func send(_ message: OutgoingMessage) -> DeliveryOutcome { .sent }
+    func close() {}
 }
 

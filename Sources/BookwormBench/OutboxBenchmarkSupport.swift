@@ -1,6 +1,5 @@
 import BookwormCore
 import Foundation
-import Mail
 import Logging
 import Mail
 import PostgresNIO
@@ -34,6 +33,19 @@ enum OutboxBenchmarkSupport {
         for try await count in try await client.query("SELECT count(*)::int8 FROM outbox_messages WHERE status = 'sent'", logger: logger)
             .decode(Int.self) { return count }
         return 0
+    }
+
+    /// The queued messages as a transport sees them, in the order workers claim them.
+    static func queued(client: PostgresClient, logger: Logger) async throws -> [OutgoingMessage] {
+        var messages: [OutgoingMessage] = []
+        let rows = try await client.query("""
+            SELECT message_id, envelope_from, recipient, content FROM outbox_messages
+            WHERE status = 'queued' ORDER BY next_attempt_at, id
+            """, logger: logger)
+        for try await (id, from, to, content) in rows.decode((String, String, String, String).self) {
+            messages.append(OutgoingMessage(messageID: id, envelopeFrom: from, recipient: to, content: content))
+        }
+        return messages
     }
 
     /// Empties the queue between phases.

@@ -1,24 +1,33 @@
 import BookwormCore
 import Foundation
 
-/// Sends one claimed batch in order and records outcomes while the next messages are on their
-/// way: one record is written at a time, and every message sent meanwhile joins the next one
-/// (one statement for all that were sent). The database's round trip and commit no longer add to
-/// each SMTP round trip. A crash repeats at most the messages whose record had not committed:
-/// the one in flight and at most `maxUnrecorded` before it (usually one).
+/// Sends one claimed batch in order on a thread of its own (`BatchSender`) and records outcomes
+/// here while the next messages are on their way: one record is written at a time, and every
+/// outcome reported meanwhile joins the next one (one statement for all that were sent).
+///
+/// A crash repeats at most the messages whose record had not committed: the sender waits when
+/// `maxUnrecorded` rows before the next one lack a record. Against a local relay, outcomes are
+/// grouped (`recordGroup`) so that the database is not written once per message; that is some
+/// 10 ms of sending. Against a slower server each outcome is recorded as it comes.
 ///
 /// A row is sent only while this worker's lease on it is known to hold: until the lease it was
 /// claimed or last renewed with, less a quarter for clock skew between workers. Half way through
 /// the lease the rest of the batch is renewed; a row another worker has taken by then is skipped,
 /// so a worker held up past its lease sends none of what it lost.
 struct BatchDelivery {
-    static let maxUnrecorded = 8
+    static let maxUnrecorded = 32
+    /// Outcomes of quick sends are reported and recorded this many at a time: each record is a
+    /// statement and a commit, which cost the database more than one local SMTP exchange.
+    static let recordGroup = 16
+    /// An outcome that took longer than this is reported at once with those before it: the
+    /// server is slow, and the database has time to spare.
+    static let slowSend = Duration.milliseconds(2)
 
     let worker: OutboxWorker
     let batch: [ClaimedMessage]
     /// Rows not yet recorded, in batch order: released at the end, so another worker sends them.
     private(set) var unfinished: [UUID]
-    private var heldUntil: [UUID: Date]
+    private let ledger: DeliveryLedger
     private var renewedAt: Date
     /// Outcomes known but not yet handed to a record.
     private var waiting: [(ClaimedMessage, OutboxWorker.Step)] = []
@@ -29,25 +38,24 @@ struct BatchDelivery {
         self.batch = batch
         unfinished = batch.map(\.id)
         renewedAt = claimedAt
-        heldUntil = Dictionary(uniqueKeysWithValues: batch.map { ($0.id, claimedAt + worker.policy.lease) })
+        ledger = DeliveryLedger(ids: batch.map(\.id), sendBefore: claimedAt + worker.policy.lease * 3 / 4)
     }
 
-    mutating func send(over session: any MailSession, stopping: () -> Bool) async throws {
-        do {
-            for (index, message) in batch.enumerated() {
-                if stopping() { break }
-                if worker.clock.now().timeIntervalSince(renewedAt) > worker.policy.lease / 2 {
-                    try await renew(batch[index...].map(\.id))
-                }
-                let step: OutboxWorker.Step = !isHeld(message.id) ? .skipped
-                    : message.suppressed ? .suppressed
-                    : .delivered(await session.send(OutgoingMessage(messageID: message.messageID, envelopeFrom: message.envelopeFrom,
-                                                                    recipient: message.recipient, content: message.content)))
-                waiting.append((message, step))
-                if inFlight?.done.isSet ?? true || waiting.count >= Self.maxUnrecorded {
-                    try await startRecording()
-                }
+    /// Sends and records the batch; on an error the sender is stopped, and the error is thrown
+    /// once it has let go of its session.
+    mutating func send(with sessions: SessionKeeper, stopping: @escaping @Sendable () -> Bool) async throws {
+        var failure: (any Error)?
+        for try await reports in BatchSender.start(batch, sessions: sessions, ledger: ledger, clock: worker.clock,
+                                                  stopping: stopping) where failure == nil {
+            do {
+                try await take(reports)
+            } catch {
+                failure = error
+                ledger.abort()
             }
+        }
+        do {
+            if let failure { throw failure }
             try await finishInFlight()
             try await startRecording()
             try await finishInFlight()
@@ -57,25 +65,36 @@ struct BatchDelivery {
         }
     }
 
-    private func isHeld(_ id: UUID) -> Bool {
-        guard let until = heldUntil[id] else { return false }
-        return worker.clock.now() < until - worker.policy.lease / 4
+    private mutating func take(_ reports: [BatchSender.Report]) async throws {
+        guard let last = reports.last else { return }
+        if worker.clock.now().timeIntervalSince(renewedAt) > worker.policy.lease / 2 {
+            try await renew(batch[(last.index + 1)...].map(\.id))
+        }
+        waiting += reports.map { (batch[$0.index], $0.step) }
+        try await startRecording()
     }
 
     /// Hands every waiting outcome to one record, once the previous record is done.
     private mutating func startRecording() async throws {
         try await finishInFlight()
         guard !waiting.isEmpty else { return }
-        let outcomes = waiting, worker = self.worker
+        let outcomes = waiting, worker = self.worker, ledger = self.ledger
         waiting = []
         let done = OnceFlag()
         inFlight = Recording(ids: outcomes.map(\.0.id), done: done, task: Task {
             defer { done.set() }
-            let sent = outcomes.compactMap { if case .delivered(.sent) = $0.1 { $0.0.id } else { nil } }
-            try await worker.store.markSent(sent, worker: worker.id)
-            for (message, step) in outcomes {
-                if case .delivered(.sent) = step { continue }
-                try await worker.record(step, for: message)
+            do {
+                let sent = outcomes.compactMap { if case .delivered(.sent) = $0.1 { $0.0.id } else { nil } }
+                try await worker.store.markSent(sent, worker: worker.id)
+                for (message, step) in outcomes {
+                    if case .delivered(.sent) = step { continue }
+                    try await worker.record(step, for: message)
+                }
+                ledger.record(committed: outcomes.count)
+            } catch {
+                // The sender may be waiting for this record: it must stop, not wait for good.
+                ledger.abort()
+                throw error
             }
         })
     }
@@ -88,11 +107,11 @@ struct BatchDelivery {
         unfinished.removeAll { previous.ids.contains($0) }
     }
 
-    /// Renews `ids`; those another worker took are no longer held.
+    /// Renews `ids`; those another worker took are no longer sent.
     private mutating func renew(_ ids: [UUID]) async throws {
         let issuedAt = worker.clock.now()
         let held = try await worker.store.renew(ids, worker: worker.id, lease: worker.policy.lease)
-        for id in ids { heldUntil[id] = held.contains(id) ? issuedAt + worker.policy.lease : nil }
+        ledger.renewed(ids, held: held, sendBefore: issuedAt + worker.policy.lease * 3 / 4)
         renewedAt = issuedAt
     }
 }

@@ -2,7 +2,6 @@ import BookwormCore
 import CCurl
 import Foundation
 import Logging
-import NIOPosix
 
 /// What happened to one message.
 package enum DeliveryOutcome: Sendable, Equatable {
@@ -15,22 +14,32 @@ package enum DeliveryOutcome: Sendable, Equatable {
 
 /// One message as a transport sees it.
 package struct OutgoingMessage: Sendable {
-    let messageID: String
-    let envelopeFrom: String
+    package let messageID: String
+    package let envelopeFrom: String
     package let recipient: String
     /// RFC 5322 text with CRLF line ends.
-    let content: String
+    package let content: String
+
+    package init(messageID: String, envelopeFrom: String, recipient: String, content: String) {
+        self.messageID = messageID
+        self.envelopeFrom = envelopeFrom
+        self.recipient = recipient
+        self.content = content
+    }
 }
 
 /// Where mail goes. A session covers one batch, so a transport can keep its connection open
-/// across the batch's messages.
+/// across the batch's messages. Sessions block: a batch is sent on a thread of its own
+/// (`BatchDelivery`), never on an event loop or Swift's cooperative pool, so one message follows
+/// the other with no hop between threads.
 package protocol MailTransport: Sendable {
-    func openSession() async throws -> any MailSession
+    func openSession() throws -> any MailSession
 }
 
 package protocol MailSession: Sendable {
-    func send(_ message: OutgoingMessage) async -> DeliveryOutcome
-    func close() async
+    /// Returns once the server has answered (or the transport's timeout has passed).
+    func send(_ message: OutgoingMessage) -> DeliveryOutcome
+    func close()
 }
 /// `SMTP_URL` taken apart: where, who, and how TLS is used.
 package struct SMTPSettings: Sendable, CustomStringConvertible {
@@ -67,40 +76,28 @@ package struct SMTPSettings: Sendable, CustomStringConvertible {
     package var description: String { "\(url) (tls: \(tls), user: \(username ?? "none"))" }
 }
 
-/// SMTP through libcurl (STARTTLS, AUTH and dot-stuffing are libcurl's). libcurl blocks, so
-/// each send runs on NIO's blocking-work thread pool, never on an event loop.
+/// SMTP through libcurl (STARTTLS, AUTH and dot-stuffing are libcurl's), which blocks: it runs on
+/// the batch's own thread.
 package struct SMTPTransport: MailTransport {
     package let settings: SMTPSettings
 
     package init(settings: SMTPSettings) { self.settings = settings }
 
-    package func openSession() async throws -> any MailSession {
+    package func openSession() throws -> any MailSession {
         guard let handle = bw_smtp_open(settings.url, settings.username, settings.password, settings.tls.rawValue,
                                         settings.timeoutSeconds) else {
             throw AppError.unavailable("libcurl could not start an SMTP handle")
         }
-        return SMTPSession(handle: CurlHandle(pointer: handle))
+        return SMTPSession(handle: handle)
     }
 }
 
-/// The libcurl handle, used by one send at a time (a batch is sent in order).
-final class CurlHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
-    init(pointer: OpaquePointer) { self.pointer = pointer }
-}
+/// The libcurl handle, used by one batch's thread at a time (`SessionKeeper` hands it on).
+struct SMTPSession: MailSession, @unchecked Sendable {
+    let handle: OpaquePointer
 
-struct SMTPSession: MailSession {
-    let handle: CurlHandle
-
-    func send(_ message: OutgoingMessage) async -> DeliveryOutcome {
-        let result: bw_smtp_result
-        do {
-            result = try await NIOThreadPool.singleton.runIfActive {
-                bw_smtp_send(handle.pointer, message.envelopeFrom, message.recipient, message.content, message.content.utf8.count)
-            }
-        } catch {
-            return .temporaryFailure("thread pool: \(error)")
-        }
+    func send(_ message: OutgoingMessage) -> DeliveryOutcome {
+        let result = bw_smtp_send(handle, message.envelopeFrom, message.recipient, message.content, message.content.utf8.count)
         return Self.outcome(curlCode: result.curl_code, smtpCode: result.smtp_code, error: Self.text(result))
     }
 
@@ -121,10 +118,7 @@ struct SMTPSession: MailSession {
         }
     }
 
-    func close() async {
-        let handle = self.handle
-        _ = try? await NIOThreadPool.singleton.runIfActive { bw_smtp_close(handle.pointer) }
-    }
+    func close() { bw_smtp_close(handle) }
 }
 
 /// Without `SMTP_URL`: each message becomes a file in a maildir under the data folder
@@ -139,7 +133,7 @@ package struct MaildirTransport: MailTransport, MailSession {
         self.logger = logger
     }
 
-    package func openSession() async throws -> any MailSession {
+    package func openSession() throws -> any MailSession {
         for folder in ["tmp", "new", "cur"] {
             try FileManager.default.createDirectory(atPath: directory + "/" + folder, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
@@ -147,7 +141,7 @@ package struct MaildirTransport: MailTransport, MailSession {
         return self
     }
 
-    package func send(_ message: OutgoingMessage) async -> DeliveryOutcome {
+    package func send(_ message: OutgoingMessage) -> DeliveryOutcome {
         let name = "\(Int(Date().timeIntervalSince1970 * 1000)).\(UUID().uuidString.lowercased()).eml"
         let temporary = directory + "/tmp/" + name
         let final = directory + "/new/" + name
@@ -162,5 +156,5 @@ package struct MaildirTransport: MailTransport, MailSession {
         return .sent
     }
 
-    package func close() async {}
+    package func close() {}
 }

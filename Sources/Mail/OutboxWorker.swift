@@ -70,8 +70,7 @@ package struct OutboxWorker: Service {
     private func work(wake: WakeSignal, stopping: NIOLockedValueBox<Bool>) async {
         while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
             do {
-                let handled = try await drainOnce(stopping: { stopping.withLockedValue { $0 } })
-                if handled == policy.batchSize { continue }
+                try await drain(stopping: { stopping.withLockedValue { $0 } })
             } catch {
                 logger.error("outbox batch failed", metadata: ["error": .string(String(reflecting: error))])
             }
@@ -79,30 +78,76 @@ package struct OutboxWorker: Service {
         }
     }
 
-    /// One batch: claim, send in order, record each outcome while the next are sent (a crash
-    /// mid-batch then repeats at most the messages whose record had not committed; see
-    /// `BatchDelivery`). Returns how many rows it claimed.
+    /// One batch (see `drain`).
     @discardableResult
-    package func drainOnce(stopping: @Sendable () -> Bool = { false }) async throws -> Int {
-        let claimedAt = clock.now()
-        let batch = try await store.claim(worker: id, batch: policy.batchSize, lease: policy.lease)
-        guard !batch.isEmpty else { return 0 }
-        var delivery = BatchDelivery(worker: self, batch: batch, claimedAt: claimedAt)
+    package func drainOnce(stopping: @escaping @Sendable () -> Bool = { false }) async throws -> Int {
+        try await drain(maxBatches: 1, stopping: stopping)
+    }
+
+    /// Claims and sends batches until one comes back short (the queue is empty for now),
+    /// `maxBatches` are done or `stopping` says so; returns how many rows it claimed. While one
+    /// batch is sent the next is claimed, and the transport's session (for SMTP, its connection)
+    /// carries over, so neither stands between two batches. Outcomes are recorded while the
+    /// next messages are sent (a crash then repeats at most the messages whose record had not
+    /// committed; see `BatchDelivery`); rows not sent are handed back.
+    @discardableResult
+    package func drain(maxBatches: Int = .max, stopping: @escaping @Sendable () -> Bool = { false }) async throws -> Int {
+        let sessions = SessionKeeper(transport: transport)
+        var next: Task<Claim, any Error>? = claimTask()
+        var claimed = 0, batches = 0
         do {
-            let session = try await transport.openSession()
-            do {
-                try await delivery.send(over: session, stopping: stopping)
-            } catch {
-                await session.close()
-                throw error
+            while let pending = next, case let claim = try await pending.value, !claim.batch.isEmpty {
+                next = nil
+                if stopping() {
+                    try await store.release(claim.batch.map(\.id), worker: id)
+                    break
+                }
+                claimed += claim.batch.count
+                batches += 1
+                if claim.batch.count == policy.batchSize && batches < maxBatches { next = claimTask() }
+                try await deliver(claim, with: sessions, stopping: stopping)
             }
-            await session.close()
         } catch {
-            try? await store.release(delivery.unfinished, worker: id)
+            if let next, let claim = try? await next.value { await handBack(claim.batch.map(\.id)) }
+            await sessions.close()
+            throw error
+        }
+        await sessions.close()
+        return claimed
+    }
+
+    private typealias Claim = (batch: [ClaimedMessage], at: Date)
+
+    private func claimTask() -> Task<Claim, any Error> {
+        Task {
+            let claimedAt = clock.now()
+            return (try await store.claim(worker: id, batch: policy.batchSize, lease: policy.lease), claimedAt)
+        }
+    }
+
+    private func deliver(_ claim: Claim, with sessions: SessionKeeper, stopping: @escaping @Sendable () -> Bool) async throws {
+        var delivery = BatchDelivery(worker: self, batch: claim.batch, claimedAt: claim.at)
+        do {
+            try await delivery.send(with: sessions, stopping: stopping)
+        } catch {
+            await handBack(delivery.unfinished)
             throw error
         }
         try await store.release(delivery.unfinished, worker: id)
-        return batch.count
+    }
+
+    /// Releases rows after a failure, trying twice: the error that ended the batch may have been
+    /// this very connection closing, and the pool can hand it out once more before it knows.
+    /// Rows not released come back when their lease runs out.
+    private func handBack(_ ids: [UUID]) async {
+        for attempt in 1...2 {
+            do {
+                return try await store.release(ids, worker: id)
+            } catch where attempt == 2 {
+                logger.warning("outbox rows not handed back; their lease will expire",
+                               metadata: ["rows": .stringConvertible(ids.count), "error": .string(String(reflecting: error))])
+            } catch {}
+        }
     }
 
     /// What becomes of one claimed row, recorded off the sending path.

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 @testable import Portability
@@ -114,9 +115,12 @@ import Testing
         try await withSink { sink in
             try await withApp { app in
                 try await app.enqueue(to: (0..<5).map { "reader\($0)@example.org" })
-                let worker = try app.worker(sink)
-                let sent = NIOLockedCounter()
-                try await worker.drainOnce(stopping: { sent.next() > 2 })
+                let sent = NIOLockedCounter(), stop = NIOLockedValueBox(false)
+                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let worker = OutboxWorker(client: app.db, transport: ObservedTransport(inner: smtp, after: {
+                    if sent.next() == 2 { stop.withLockedValue { $0 = true } }
+                }), policy: .forTests(), logger: Logger(label: "t"), clock: app.clock)
+                try await worker.drainOnce(stopping: { stop.withLockedValue { $0 } })
                 #expect(sink.messages().count == 2)
                 var rows: [(String, Int, Bool)] = []
                 for try await row in try await app.db.query("SELECT status, attempts, lease_owner IS NULL FROM outbox_messages ORDER BY status")

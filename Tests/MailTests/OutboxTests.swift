@@ -124,12 +124,12 @@ extension TestApp {
                 let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
                 let first = OutboxWorker(
                     client: app.db,
-                    transport: ObservedTransport(inner: smtp, before: { arrived.open(); await released.wait() },
+                    transport: ObservedTransport(inner: smtp, before: { arrived.open(); released.waitBlocking() },
                                                  after: { sent.withLockedValue { $0.first += 1 } }),
                     policy: policy, logger: Logger(label: "first"), clock: app.clock)
                 let second = OutboxWorker(
                     client: app.db,
-                    transport: ObservedTransport(inner: smtp, before: { await arrived.wait() },
+                    transport: ObservedTransport(inner: smtp, before: { arrived.waitBlocking() },
                                                  after: { released.open(); sent.withLockedValue { $0.second += 1 } }),
                     policy: policy, logger: Logger(label: "second"), clock: app.clock)
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -159,7 +159,7 @@ extension TestApp {
                 let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
                 let slow = OutboxWorker(client: app.db, transport: ObservedTransport(inner: smtp, before: {
                     arrived.open()
-                    await released.wait()
+                    released.waitBlocking()
                 }, after: {}), policy: policy, logger: Logger(label: "slow"), clock: app.clock)
                 let held = Task { try await slow.drainOnce() }
                 await arrived.wait()
@@ -183,23 +183,23 @@ extension TestApp {
     @Test func messagesAreMarkedSentWhileTheBatchIsStillBeingSent() async throws {
         try await withSink { sink in
             try await withApp { app in
-                try await app.enqueue(to: (0..<24).map { "reader\($0)@example.org" })
+                try await app.enqueue(to: (0..<50).map { "reader\($0)@example.org" })
                 let seen = NIOLockedValueBox<[Int]>([])
                 let transport = ObservedTransport(inner: SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10)),
                                                   before: {
-                                                      let sent = (try? await app.outboxStatuses().filter { $0 == "sent" }.count) ?? -1
+                                                      let sent = blocking { (try? await app.outboxStatuses().filter { $0 == "sent" }.count) ?? -1 }
                                                       seen.withLockedValue { $0.append(sent) }
                                                   })
                 let worker = OutboxWorker(client: app.db, transport: transport, policy: .forTests(), logger: Logger(label: "t"),
                                           clock: app.clock)
-                #expect(try await worker.drainOnce() == 24)
+                #expect(try await worker.drainOnce() == 50)
                 let counts = seen.withLockedValue { $0 }
-                #expect(counts.count == 24)
+                #expect(counts.count == 50)
                 for (index, count) in counts.enumerated() {
                     #expect(count >= index - BatchDelivery.maxUnrecorded - 1 && count <= index, "\(counts)")
                 }
                 #expect(try await app.outboxStatuses().allSatisfy { $0 == "sent" })
-                #expect(sink.messages().count == 24)
+                #expect(sink.messages().count == 50)
             }
         }
     }
@@ -246,30 +246,49 @@ final class SendGate: Sendable {
             if resumeNow { continuation.resume() }
         }
     }
+
+    /// For a sender's thread, which may block.
+    func waitBlocking() {
+        blocking { await self.wait() }
+    }
 }
 
-/// A transport that runs `before` ahead of each send and `after` once it is done.
+/// Runs `body` to its end from a thread that may block (a batch's sender), not from a task.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let done = DispatchSemaphore(value: 0)
+    let result = NIOLockedValueBox<T?>(nil)
+    Task {
+        let value = await body()
+        result.withLockedValue { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return result.withLockedValue { $0 }!
+}
+
+/// A transport that runs `before` ahead of each send and `after` once it is done, on the
+/// batch's sending thread.
 struct ObservedTransport: MailTransport {
     let inner: any MailTransport
-    var before: @Sendable () async -> Void = {}
+    var before: @Sendable () -> Void = {}
     var after: @Sendable () -> Void = {}
 
-    func openSession() async throws -> any MailSession {
-        Session(inner: try await inner.openSession(), before: before, after: after)
+    func openSession() throws -> any MailSession {
+        Session(inner: try inner.openSession(), before: before, after: after)
     }
 
     struct Session: MailSession {
         let inner: any MailSession
-        let before: @Sendable () async -> Void
+        let before: @Sendable () -> Void
         let after: @Sendable () -> Void
 
-        func send(_ message: OutgoingMessage) async -> DeliveryOutcome {
-            await before()
-            let outcome = await inner.send(message)
+        func send(_ message: OutgoingMessage) -> DeliveryOutcome {
+            before()
+            let outcome = inner.send(message)
             after()
             return outcome
         }
 
-        func close() async { await inner.close() }
+        func close() { inner.close() }
     }
 }

@@ -78,6 +78,8 @@ final class SMTPSink: @unchecked Sendable {
 struct ReceivedMail: Sendable {
     let raw: String
     let envelopeTo: String
+    /// The client's port: messages with the same one came over the same connection.
+    let connection: String
     let headers: [(name: String, value: String)]
     let body: String
 
@@ -92,6 +94,7 @@ struct ReceivedMail: Sendable {
             headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
         envelopeTo = headers.first { $0.0 == "X-Sink-Rcpt-To" }?.1 ?? ""
+        connection = headers.first { $0.0 == "X-Sink-Peer" }?.1 ?? ""
         self.headers = headers.filter { !$0.0.hasPrefix("X-Sink-") }
         body = QuotedPrintableDecoder.decode(parts.dropFirst().joined(separator: "\r\n\r\n"))
     }
