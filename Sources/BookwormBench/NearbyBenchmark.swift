@@ -179,8 +179,8 @@ struct NearbyBenchmark {
             ["same ids (a) vs (b)", "\(sameIDs) of \(timings.project.count)", "\(timings.edgeOnly) differ only at the edge", "all",
              timings.mismatches.isEmpty ? "yes" : "NO"],
             ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
-            throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared),
-            throughputRow("same HTTP figure", http, "pgbench default (simple)", simple),
+            throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared, goal: true),
+            throughputRow("same HTTP figure", http, "pgbench default (simple)", simple, goal: false),
         ]).render())
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
         let best = "PostGIS best practice"
@@ -199,10 +199,11 @@ struct NearbyBenchmark {
         ])
     }
 
-    private func throughputRow(_ label: String, _ http: Double, _ reference: String, _ tps: Double) -> [String] {
+    /// The issue's goal (HTTP at least 0.8 x pgbench prepared) applies to the prepared reference.
+    private func throughputRow(_ label: String, _ http: Double, _ reference: String, _ tps: Double, goal: Bool) -> [String] {
         let share = http / max(tps, 0.001)
         return [label, String(format: "%.0f req/s", http), String(format: "%.0f tx/s %@", tps, reference),
-                String(format: ">= 50%%: %.0f%%", share * 100), share >= 0.5 ? "yes" : "NO"]
+                goal ? String(format: ">= 0.8 x: %.2f x", share) : String(format: "%.2f x", share), goal ? (share >= 0.8 ? "yes" : "NO") : "-"]
     }
 
     private func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }

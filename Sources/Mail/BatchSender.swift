@@ -73,9 +73,9 @@ enum BatchSender {
         let (reports, continuation) = AsyncThrowingStream.makeStream(of: [Report].self)
         continuation.onTermination = { _ in ledger.abort() }
         let thread = Thread {
-            let session: any MailSession
+            let kept: SessionKeeper.Kept
             do {
-                session = try sessions.take()
+                kept = try sessions.take()
             } catch {
                 continuation.finish(throwing: error)
                 return
@@ -92,11 +92,11 @@ enum BatchSender {
                     guard ledger.waitForRoom(before: index, limit: BatchDelivery.maxUnrecorded) else { break }
                 }
                 let started = ContinuousClock.now
-                pending.append((index, step(for: message, over: session, ledger: ledger, clock: clock)))
+                pending.append((index, step(for: message, over: kept.session, ledger: ledger, clock: clock)))
                 if pending.count >= BatchDelivery.recordGroup || ContinuousClock.now - started > BatchDelivery.slowSend { flush() }
             }
             flush()
-            if ledger.isAborted { session.close() } else { sessions.keep(session) }
+            if ledger.isAborted { kept.session.close() } else { sessions.keep(kept) }
             continuation.finish()
         }
         thread.name = "outbox-sender"
@@ -114,25 +114,43 @@ enum BatchSender {
 }
 
 /// The transport's session carried from one batch to the next of a drain, so an SMTP connection
-/// is opened once for many batches, not once per batch.
+/// is opened once for many batches, not once per batch; but not for longer than the policy's
+/// `sessionReuse` (as Postfix's `smtp_connection_reuse_time_limit`), so that a connection a
+/// relay has grown tired of, or one to an address the name no longer points to, does not live on.
 final class SessionKeeper: Sendable {
-    private let transport: any MailTransport
-    private let kept = NIOLockedValueBox<(any MailSession)?>(nil)
-
-    init(transport: any MailTransport) { self.transport = transport }
-
-    func take() throws -> any MailSession {
-        if let session = kept.withLockedValue({ kept in defer { kept = nil }; return kept }) { return session }
-        return try transport.openSession()
+    struct Kept: Sendable {
+        let session: any MailSession
+        let openedAt: Date
     }
 
-    func keep(_ session: any MailSession) {
+    private let transport: any MailTransport
+    private let clock: any AppClock
+    private let reuse: TimeInterval
+    private let kept = NIOLockedValueBox<Kept?>(nil)
+
+    init(transport: any MailTransport, clock: any AppClock, reuse: TimeInterval) {
+        self.transport = transport
+        self.clock = clock
+        self.reuse = reuse
+    }
+
+    /// The kept session while it is young enough, else a new one (on the sending thread: it blocks).
+    func take() throws -> Kept {
+        if let old = kept.withLockedValue({ kept in defer { kept = nil }; return kept }) {
+            if clock.now().timeIntervalSince(old.openedAt) < reuse { return old }
+            old.session.close()
+        }
+        let openedAt = clock.now()
+        return Kept(session: try transport.openSession(), openedAt: openedAt)
+    }
+
+    func keep(_ session: Kept) {
         kept.withLockedValue { $0 = session }
     }
 
     /// Closes the kept session (for SMTP a QUIT, which blocks) off the cooperative pool.
     func close() async {
-        guard let session = kept.withLockedValue({ kept in defer { kept = nil }; return kept }) else { return }
-        _ = try? await NIOThreadPool.singleton.runIfActive { session.close() }
+        guard let old = kept.withLockedValue({ kept in defer { kept = nil }; return kept }) else { return }
+        _ = try? await NIOThreadPool.singleton.runIfActive { old.session.close() }
     }
 }

@@ -13,6 +13,8 @@ package struct OutboxPolicy: Sendable {
     /// Polling fallback when no notification arrives.
     var pollInterval: TimeInterval = 5
     var maxAttempts = 12
+    /// How long one SMTP connection serves batch after batch before a fresh one is opened.
+    var sessionReuse: TimeInterval = 300
     /// First retry delay; each further one doubles (capped at `maxDelay`), with ±25 % jitter.
     /// 12 attempts from 60 s span about a day.
     var baseDelay: TimeInterval = 60
@@ -92,7 +94,7 @@ package struct OutboxWorker: Service {
     /// committed; see `BatchDelivery`); rows not sent are handed back.
     @discardableResult
     package func drain(maxBatches: Int = .max, stopping: @escaping @Sendable () -> Bool = { false }) async throws -> Int {
-        let sessions = SessionKeeper(transport: transport)
+        let sessions = SessionKeeper(transport: transport, clock: clock, reuse: policy.sessionReuse)
         var next: Task<Claim, any Error>? = claimTask()
         var claimed = 0, batches = 0
         do {

@@ -31,6 +31,33 @@ import Testing
         }
     }
 
+    /// A connection serves batches for `sessionReuse` (by the app's clock), then a fresh one
+    /// is opened for the next batch.
+    @Test func aConnectionOlderThanItsReuseLimitIsReplacedBetweenBatches() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                try await app.enqueue(to: (0..<150).map { "reader\($0)@example.org" })
+                var policy = policy(batch: 50)
+                policy.lease = 3_600
+                policy.sessionReuse = 300
+                let sends = NIOLockedValueBox(0)
+                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                // The first connection is 200 s old after the first batch and 400 s after the second.
+                let transport = ObservedTransport(inner: smtp, after: {
+                    if [50, 100].contains(sends.withLockedValue({ $0 += 1; return $0 })) { app.clock.advance(by: 200) }
+                })
+                let worker = OutboxWorker(client: app.db, transport: transport, policy: policy, logger: Logger(label: "t"), clock: app.clock)
+                #expect(try await worker.drain() == 150)
+                let received = sink.messages()
+                #expect(received.count == 150)
+                let connections = received.map(\.connection)
+                #expect(Set(connections.prefix(100)).count == 1)
+                #expect(Set(connections.suffix(50)).count == 1)
+                #expect(connections.first != connections.last)
+            }
+        }
+    }
+
     /// While the last message of the first batch is on its way, the second batch is already
     /// leased: the claim does not wait for the batch before it.
     @Test func theNextBatchIsClaimedWhileOneIsSent() async throws {
