@@ -7,8 +7,8 @@ import Foundation
 ///
 /// A crash repeats at most the messages whose record had not committed: the sender waits when
 /// `maxUnrecorded` rows before the next one lack a record. Against a local relay, outcomes are
-/// grouped (`recordGroup`) so that the database is not written once per message; that is some
-/// 10 ms of sending. Against a slower server each outcome is recorded as it comes.
+/// grouped (`recordGroup`) so that the database is not written once per message; 32 messages are
+/// some 15 ms of sending there. Against a slower server each outcome is recorded as it comes.
 ///
 /// A row is sent only while this worker's lease on it is known to hold: until the lease it was
 /// claimed or last renewed with, less a quarter for clock skew between workers. Half way through

@@ -28,10 +28,10 @@ package struct OutgoingMessage: Sendable {
     }
 }
 
-/// Where mail goes. A session covers one batch, so a transport can keep its connection open
-/// across the batch's messages. Sessions block: a batch is sent on a thread of its own
-/// (`BatchDelivery`), never on an event loop or Swift's cooperative pool, so one message follows
-/// the other with no hop between threads.
+/// Where mail goes. A session is one connection, kept across the batches of a drain
+/// (`SessionKeeper`). Sessions block: a batch is sent on a thread of its own (`BatchSender`),
+/// never on an event loop or Swift's cooperative pool, so one message follows the other with no
+/// hop between threads.
 package protocol MailTransport: Sendable {
     func openSession() throws -> any MailSession
 }
