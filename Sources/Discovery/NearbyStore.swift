@@ -54,55 +54,71 @@ package struct NearbyStore: Sendable {
     /// share its centre), and their copies are sorted by (chord, copy id), which is the
     /// great-circle order. `beyond` is the nearest pin left out: nothing it or any farther pin
     /// holds can come before its chord, so a full page ending before it is the true page (see
-    /// `isComplete`). Details are joined for the page only; the meta row (`beyond`'s chord, or
+    /// `isComplete`). A candidate copy's own columns come with the read that found it; books and
+    /// owners are joined for the page only. The meta row (`beyond`'s chord, or
     /// null when every pin in the radius was tried) comes back even when the page is empty.
     /// Parameters $1–$14.
     static let copiesSQL = nearestPins(candidatePins, columns: "p.public_latitude, p.public_longitude") + """
             , page AS (
-                SELECT placed.copy_id, near.chord, near.public_latitude, near.public_longitude
+                SELECT placed.*, near.chord, near.public_latitude, near.public_longitude
                 FROM near CROSS JOIN LATERAL (
-                    SELECT c.id AS copy_id FROM copies c
+                    SELECT \(pageCopyColumns) FROM copies c
                     WHERE c.pin_id = near.id AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
                       AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
                       AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
                     UNION ALL
-                    SELECT c.id FROM copies c
+                    SELECT \(pageCopyColumns) FROM copies c
                     WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
                       AND \(Visibility.shown("c", owner: "owner_id"))
                       AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
                       AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
                 ) placed
-                WHERE $11::float8 IS NULL OR (near.chord, placed.copy_id) > ($11, $12)
-                ORDER BY near.chord, placed.copy_id
+                WHERE $11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12)
+                ORDER BY near.chord, placed.id
                 LIMIT $13
             ), meta AS (
                 SELECT (SELECT chord FROM beyond) AS boundary
             )
-            SELECT meta.boundary, page.chord,
-                   bookworm_distance_km($5, $6, page.public_latitude, page.public_longitude), page.public_latitude, page.public_longitude,
+            SELECT meta.boundary, c.chord,
+                   bookworm_distance_km($5, $6, c.public_latitude, c.public_longitude), c.public_latitude, c.public_longitude,
                    \(CopiesStore.columns)
-            FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.copy_id
-                                      JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id) ON true
-            ORDER BY page.chord, c.id
+            FROM meta LEFT JOIN (page c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id) ON true
+            ORDER BY c.chord, c.id
             """
+
+    /// A candidate copy's own columns, carried from the lateral read that found it to the page,
+    /// so that the page's copies are not read a second time by id (`CopiesStore.columns` reads
+    /// them from `page c` under the same names).
+    static let pageCopyColumns = "c.id, c.condition, c.status, c.notes, c.pin_id, c.photo_id, c.created_at, c.updated_at, c.book_id, c.owner_id"
 
     /// `near`, the `$14` nearest of `pins` with every pin tied with the last (id, owner, default
     /// flag, `columns`, chord), and `beyond`, the nearest of `pins` left out: a round's two halves,
-    /// for copies and owners alike.
+    /// for copies and owners alike. One nearest-neighbour scan yields both: it fetches one pin
+    /// more than `near` (with that pin's ties), and the first fetched pin past the `$14`-th's
+    /// distance is `beyond`. Only when that extra pin ties with the `$14`-th (home pins sharing a
+    /// cell's centre) is `beyond` looked for by a second scan; otherwise that scan never runs.
     static func nearestPins(_ pins: String, columns: String) -> String {
         """
-            WITH near AS MATERIALIZED (
+            WITH fetched AS MATERIALIZED (
                 SELECT p.id, p.owner_id, p.is_default, \(columns), \(roundedChord) AS chord,
                        p.public_xyz <-> \(origin) AS exact
                 \(pins)
                 ORDER BY p.public_xyz <-> \(origin)
-                FETCH FIRST $14 ROWS WITH TIES
+                FETCH FIRST ($14 + 1) ROWS WITH TIES
+            ), cut AS (
+                SELECT (SELECT exact FROM fetched ORDER BY exact OFFSET ($14 - 1) LIMIT 1) AS exact,
+                       (SELECT count(*) FROM fetched) > $14 AS more
+            ), near AS (
+                SELECT fetched.* FROM fetched, cut WHERE cut.exact IS NULL OR fetched.exact <= cut.exact
             ), beyond AS (
-                SELECT \(roundedChord) AS chord
+                (SELECT fetched.chord FROM fetched, cut WHERE fetched.exact > cut.exact ORDER BY fetched.exact LIMIT 1)
+                UNION ALL
+                (SELECT \(roundedChord) AS chord
                 \(pins)
-                  AND p.public_xyz <-> \(origin) > (SELECT max(exact) FROM near)
+                  AND (SELECT more FROM cut) AND NOT EXISTS (SELECT 1 FROM fetched, cut WHERE fetched.exact > cut.exact)
+                  AND p.public_xyz <-> \(origin) > (SELECT exact FROM cut)
                 ORDER BY p.public_xyz <-> \(origin)
-                LIMIT 1
+                LIMIT 1)
             )
             """
     }
