@@ -138,17 +138,20 @@ package struct OutboxWorker: Service {
         try await store.release(delivery.unfinished, worker: id)
     }
 
-    /// Releases rows after a failure, trying twice: the error that ended the batch may have been
-    /// this very connection closing, and the pool can hand it out once more before it knows.
-    /// Rows not released come back when their lease runs out.
+    /// Releases rows after a failure, once more if the first try met an outage: the error that
+    /// ended the batch may have been this very connection closing, and the pool can hand it out
+    /// once more before it knows. Rows not released come back when their lease runs out.
     private func handBack(_ ids: [UUID]) async {
         for attempt in 1...2 {
             do {
                 return try await store.release(ids, worker: id)
-            } catch where attempt == 2 {
+            } catch where attempt == 1 && DatabaseOutage.matches(error) {
+                continue
+            } catch {
                 logger.warning("outbox rows not handed back; their lease will expire",
                                metadata: ["rows": .stringConvertible(ids.count), "error": .string(String(reflecting: error))])
-            } catch {}
+                return
+            }
         }
     }
 

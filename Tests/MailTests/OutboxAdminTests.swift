@@ -116,7 +116,7 @@ import Testing
             try await withApp { app in
                 try await app.enqueue(to: (0..<5).map { "reader\($0)@example.org" })
                 let sent = NIOLockedCounter(), stop = NIOLockedValueBox(false)
-                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let smtp = try sink.transport()
                 let worker = OutboxWorker(client: app.db, transport: ObservedTransport(inner: smtp, after: {
                     if sent.next() == 2 { stop.withLockedValue { $0 = true } }
                 }), policy: .forTests(), logger: Logger(label: "t"), clock: app.clock)

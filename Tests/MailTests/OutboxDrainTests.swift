@@ -41,7 +41,7 @@ import Testing
                 policy.lease = 3_600
                 policy.sessionReuse = 300
                 let sends = NIOLockedValueBox(0)
-                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let smtp = try sink.transport()
                 // The first connection is 200 s old after the first batch and 400 s after the second.
                 let transport = ObservedTransport(inner: smtp, after: {
                     if [50, 100].contains(sends.withLockedValue({ $0 += 1; return $0 })) { app.clock.advance(by: 200) }
@@ -66,7 +66,7 @@ import Testing
                 try await app.enqueue(to: (0..<100).map { "reader\($0)@example.org" })
                 let sends = NIOLockedValueBox(0)
                 let claimedDuringFirstBatch = NIOLockedValueBox(0)
-                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let smtp = try sink.transport()
                 let transport = ObservedTransport(inner: smtp, before: {
                     guard sends.withLockedValue({ $0 += 1; return $0 }) == 50 else { return }
                     // Polls the database (no sleep) until the second claim shows, or gives up.
@@ -93,7 +93,7 @@ import Testing
                 try await app.enqueue(to: (0..<100).map { "reader\($0)@example.org" })
                 let sends = NIOLockedValueBox(0)
                 let stop = NIOLockedValueBox(false)
-                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let smtp = try sink.transport()
                 let transport = ObservedTransport(inner: smtp, after: {
                     if sends.withLockedValue({ $0 += 1; return $0 }) == 10 { stop.withLockedValue { $0 = true } }
                 })
@@ -199,7 +199,7 @@ final class RowLock: Sendable {
 extension TestApp {
     /// A worker whose first send waits until `lock` holds the rows; `sent` runs after each send.
     func worker(_ sink: SMTPSink, lock: RowLock, policy: OutboxPolicy, sent: @escaping @Sendable () -> Void = {}) throws -> OutboxWorker {
-        let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+        let smtp = try sink.transport()
         return OutboxWorker(client: db, transport: ObservedTransport(inner: smtp, before: { lock.takeOnce() }, after: sent),
                             policy: policy, logger: Logger(label: "t"), clock: clock)
     }

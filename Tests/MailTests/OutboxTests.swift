@@ -121,7 +121,7 @@ extension TestApp {
                 // lease are what keep them apart, not luck in scheduling.
                 let arrived = SendGate(), released = SendGate()
                 let sent = NIOLockedValueBox((first: 0, second: 0))
-                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let smtp = try sink.transport()
                 let first = OutboxWorker(
                     client: app.db,
                     transport: ObservedTransport(inner: smtp, before: { arrived.open(); released.waitBlocking() },
@@ -156,7 +156,7 @@ extension TestApp {
                 let ids = try await app.enqueue(to: (0..<5).map { "reader\($0)@example.org" })
                 let policy = OutboxPolicy.forTests(lease: 30)
                 let arrived = SendGate(), released = SendGate()
-                let smtp = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+                let smtp = try sink.transport()
                 let slow = OutboxWorker(client: app.db, transport: ObservedTransport(inner: smtp, before: {
                     arrived.open()
                     released.waitBlocking()
@@ -185,7 +185,7 @@ extension TestApp {
             try await withApp { app in
                 try await app.enqueue(to: (0..<50).map { "reader\($0)@example.org" })
                 let seen = NIOLockedValueBox<[Int]>([])
-                let transport = ObservedTransport(inner: SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10)),
+                let transport = ObservedTransport(inner: try sink.transport(),
                                                   before: {
                                                       let sent = blocking { (try? await app.outboxStatuses().filter { $0 == "sent" }.count) ?? -1 }
                                                       seen.withLockedValue { $0.append(sent) }

@@ -39,7 +39,7 @@ extension OutboxPolicy {
 extension TestApp {
     /// A worker on this test's database sending to `sink`.
     func worker(_ sink: SMTPSink, policy: OutboxPolicy = .forTests()) throws -> OutboxWorker {
-        let transport = SMTPTransport(settings: try SMTPSettings(url: sink.url, timeoutSeconds: 10))
+        let transport = try sink.transport()
         return OutboxWorker(client: db, transport: transport, policy: policy, logger: Logger(label: "test-worker"), clock: clock)
     }
 

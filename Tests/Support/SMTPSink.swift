@@ -17,6 +17,11 @@ final class SMTPSink: @unchecked Sendable {
 
     var url: String { "smtp://127.0.0.1:\(port)?tls=none" }
 
+    /// The service's SMTP transport pointed at this sink.
+    func transport() throws -> SMTPTransport {
+        SMTPTransport(settings: try SMTPSettings(url: url, timeoutSeconds: 10))
+    }
+
     private init(folder: String, port: Int, pid: pid_t) {
         self.folder = folder
         self.port = port

@@ -1,0 +1,23 @@
+import PostgresNIO
+
+/// Errors that mean "the database is away or overloaded", not "this request is wrong": a
+/// missed deadline, a dropped or refused connection, the server shutting down or cancelling a
+/// statement at its timeout, or out of connection slots.
+package enum DatabaseOutage {
+    package static func matches(_ error: any Error) -> Bool {
+        if error is DatabaseDeadlineExceeded { return true }
+        if let error = error as? PostgresTransactionError {
+            return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
+        }
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
+            return true
+        case .server:
+            guard let state = error.serverInfo?[.sqlState] else { return false }
+            return state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
+        default:
+            return false
+        }
+    }
+}
