@@ -11,7 +11,8 @@ enum NearbyReferences {
     /// Best-practice PostGIS: geography + GiST, `ST_DWithin` and `ORDER BY geog <-> point` in the
     /// pins' subquery, so the index yields pins nearest first and the sort by (distance, copy id)
     /// is incremental (the outer sort key must be that very `<->` expression, in metres: sorting
-    /// by kilometres made it a full sort of every pin in the radius). $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
+    /// by kilometres made it a full sort of every pin in the radius). Copies hidden by reports
+    /// are left out, as the product must, which lets it read the same partial indexes. $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
     struct PostGIS: PreparedSQL {
         static let origin = "ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography"
         static let sql = """
@@ -23,10 +24,11 @@ enum NearbyReferences {
                     ORDER BY g.geog <-> \(origin)
                 ) near
                 CROSS JOIN LATERAL (
-                    SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available'
+                    SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available' AND c.hidden_at IS NULL
                     UNION ALL
                     SELECT c.id FROM copies c
                     WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+                      AND c.hidden_at IS NULL
                 ) placed
                 ORDER BY near.meters, placed.copy_id
                 LIMIT $4

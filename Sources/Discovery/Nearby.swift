@@ -12,6 +12,9 @@ package struct NearbyQuery: Sendable {
     /// The caller: their own copies are left out.
     let callerID: UUID
 
+    /// Whether the request narrows the copies by words or ISBN (a statement shape of its own).
+    var isFiltered: Bool { words != nil || isbn13 != nil }
+
     package init(origin: GeoPoint, radiusKm: Double, words: [String]? = nil, isbn13: String? = nil, callerID: UUID) {
         self.origin = origin
         self.radiusKm = radiusKm

@@ -51,45 +51,70 @@ package struct NearbyStore: Sendable {
 
     /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
     /// the `pinLimit` nearest pins (with every pin tied with the last, as home pins in one cell
-    /// share its centre), and their copies are sorted by (chord, copy id), which is the
+    /// share its centre), and their copies are ordered by (chord, copy id), which is the
     /// great-circle order. `beyond` is the nearest pin left out: nothing it or any farther pin
     /// holds can come before its chord, so a full page ending before it is the true page (see
-    /// `isComplete`). A candidate copy's own columns come with the read that found it; books and
-    /// owners are joined for the page only. The meta row (`beyond`'s chord, or
-    /// null when every pin in the radius was tried) comes back even when the page is empty.
-    /// Parameters $1–$14.
-    static let copiesSQL = nearestPins(candidatePins, columns: "p.public_latitude, p.public_longitude") + """
-            , page AS (
-                SELECT placed.*, near.chord, near.public_latitude, near.public_longitude
-                FROM near CROSS JOIN LATERAL (
-                    SELECT \(pageCopyColumns) FROM copies c
-                    WHERE c.pin_id = near.id AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
-                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
-                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
-                    UNION ALL
-                    SELECT \(pageCopyColumns) FROM copies c
-                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
-                      AND \(Visibility.shown("c", owner: "owner_id"))
-                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
-                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
-                ) placed
-                WHERE $11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12)
+    /// `isComplete`). The candidates are copy ids only (index-only reads of
+    /// `copies_pin_shown_idx` and `copies_owner_unpinned_shown_idx` when the request has no
+    /// words or ISBN); copies, books and owners are joined for the page only. The last tie group
+    /// of `near` (which may be hundreds of homes at one cell's centre) is read only when the
+    /// pins before it leave the page short. The meta row (`beyond`'s chord, or null when every
+    /// pin in the radius was tried) comes back even when the page is empty. Parameters $1–$14;
+    /// `filtered` is the shape for a request with words or an ISBN.
+    static func copiesSQL(filtered: Bool) -> String {
+        nearestPins(candidatePins, columns: "p.public_latitude, p.public_longitude") + """
+            , last AS (
+                -- $9 and $10 are named in every shape, so that both shapes take the same parameters.
+                SELECT max(chord) AS chord, $9::text[] AS words, $10::text AS isbn FROM near
+            ), head AS (
+                SELECT placed.id, near.chord, near.public_latitude, near.public_longitude
+                FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))) placed
+                WHERE near.chord < (SELECT chord FROM last)
+                  AND ($11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12))
                 ORDER BY near.chord, placed.id
+                LIMIT $13
+            ), tail AS (
+                SELECT placed.id, near.chord, near.public_latitude, near.public_longitude
+                FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))) placed
+                WHERE near.chord = (SELECT chord FROM last) AND (SELECT count(*) FROM head) < $13
+                  AND ($11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12))
+                ORDER BY placed.id
+                LIMIT $13
+            ), page AS (
+                SELECT * FROM head UNION ALL SELECT * FROM tail
+                ORDER BY chord, id
                 LIMIT $13
             ), meta AS (
                 SELECT (SELECT chord FROM beyond) AS boundary
             )
-            SELECT meta.boundary, c.chord,
-                   bookworm_distance_km($5, $6, c.public_latitude, c.public_longitude), c.public_latitude, c.public_longitude,
+            SELECT meta.boundary, page.chord,
+                   bookworm_distance_km($5, $6, page.public_latitude, page.public_longitude), page.public_latitude, page.public_longitude,
                    \(CopiesStore.columns)
-            FROM meta LEFT JOIN (page c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id) ON true
-            ORDER BY c.chord, c.id
+            FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.id JOIN books b ON b.id = c.book_id
+                                 JOIN users u ON u.id = c.owner_id) ON true
+            ORDER BY page.chord, c.id
             """
+    }
 
-    /// A candidate copy's own columns, carried from the lateral read that found it to the page,
-    /// so that the page's copies are not read a second time by id (`CopiesStore.columns` reads
-    /// them from `page c` under the same names).
-    static let pageCopyColumns = "c.id, c.condition, c.status, c.notes, c.pin_id, c.photo_id, c.created_at, c.updated_at, c.book_id, c.owner_id"
+    /// The ids of the available, shown copies a pin of `near` places: its own, and for a default
+    /// pin its owner's copies without a pin. Unfiltered, every column read is in the partial
+    /// indexes, so no copy row is visited; filtered adds the request's words and ISBN.
+    static func placedCopies(filtered: Bool) -> String {
+        let filters = filtered ? """
+
+                      AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
+                      AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
+            """ : ""
+        return """
+
+                    SELECT c.id FROM copies c
+                    WHERE c.pin_id = near.id AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))\(filters)
+                    UNION ALL
+                    SELECT c.id FROM copies c
+                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+                      AND \(Visibility.shown("c", owner: "owner_id"))\(filters)
+                """
+    }
 
     /// `near`, the `$14` nearest of `pins` with every pin tied with the last (id, owner, default
     /// flag, `columns`, chord), and `beyond`, the nearest of `pins` left out: a round's two halves,
@@ -124,7 +149,7 @@ package struct NearbyStore: Sendable {
     }
 
     package static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
-        SQLStatement(sql: copiesSQL, values: sphereValues(query) + [
+        SQLStatement(sql: copiesSQL(filtered: query.isFiltered), values: sphereValues(query) + [
             .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
             .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
         ])
@@ -145,12 +170,16 @@ package struct NearbyStore: Sendable {
     /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
     /// complete; one round in all but sparse cases.
     package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
-        try await inRounds(limit: limit) { pinLimit in
-            NearbyCopiesSQL(values: Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit).values)
-        } row: { cells, chord in
-            NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells[2].decode(Double.self),
-                       sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
+        let values = { (pinLimit: Int) in Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit).values }
+        if query.isFiltered {
+            return try await inRounds(limit: limit, statement: { NearbyFilteredCopiesSQL(values: values($0)) }, row: Self.copy)
         }
+        return try await inRounds(limit: limit, statement: { NearbyCopiesSQL(values: values($0)) }, row: Self.copy)
+    }
+
+    static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
+        NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells[2].decode(Double.self),
+                   sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
     }
 
     /// Runs `statement` for 16 nearest pins, then 8 times as many each round, until a round's
@@ -178,9 +207,17 @@ package struct NearbyStore: Sendable {
     }
 }
 
-/// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page.
+/// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page without words or ISBN.
 package struct NearbyCopiesSQL: PreparedSQL {
-    package static let sql = NearbyStore.copiesSQL
+    package static let sql = NearbyStore.copiesSQL(filtered: false)
+    package let values: [SQLValue]
+
+    package init(values: [SQLValue]) { self.values = values }
+}
+
+/// `NearbyStore.copiesSQL` for a request with words or an ISBN, prepared.
+package struct NearbyFilteredCopiesSQL: PreparedSQL {
+    package static let sql = NearbyStore.copiesSQL(filtered: true)
     package let values: [SQLValue]
 
     package init(values: [SQLValue]) { self.values = values }

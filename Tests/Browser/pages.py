@@ -11,7 +11,7 @@ import os
 import sys
 
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, WebDriverException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as shown
@@ -41,15 +41,40 @@ def text(driver, element_id):
         return None
 
 
-def state(driver, previous=None):
-    """The page once it has loaded: after a submit, once the old page is gone."""
-    wait = WebDriverWait(driver, 60)
-    if previous is not None:
-        wait.until(shown.staleness_of(previous))
-    wait.until(shown.presence_of_element_located((By.TAG_NAME, "h1")))
-    return {"title": driver.title, "heading": driver.find_element(By.TAG_NAME, "h1").text,
+def gone(element):
+    """Whether `element`'s document has been replaced. Chromium reports an element of a
+    replaced document either as stale or as a node that "does not belong to the document"."""
+    try:
+        element.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in (error.msg or ""):
+            return True
+        raise
+
+
+def read(driver):
+    h1 = driver.find_element(By.TAG_NAME, "h1")
+    return {"title": driver.title, "heading": h1.text,
             "error": text(driver, "error"), "message": text(driver, "message"), "url": driver.current_url,
             "scripts": len(driver.find_elements(By.TAG_NAME, "script"))}
+
+
+def state(driver, previous=None):
+    """The page once it has loaded: after a submit, once the old page is gone. The page is read
+    inside the wait, so a document replaced while it is read (a redirect after the submit) is
+    read again rather than failing the run."""
+    wait = WebDriverWait(driver, 60, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
+    if previous is not None:
+        wait.until(lambda _: gone(previous))
+    for attempt in range(20):
+        try:
+            return wait.until(read)
+        except WebDriverException as error:
+            if attempt == 19 or "does not belong to the document" not in (error.msg or ""):
+                raise
 
 
 def main(argv):

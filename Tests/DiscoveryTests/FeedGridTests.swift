@@ -156,7 +156,7 @@ import Testing
                         """), logger: Self.logger).decode(String.self) { plan += text }
                     try await connection.query("DEALLOCATE grid_plan", logger: Self.logger)
                     try await connection.query("RESET plan_cache_mode", logger: Self.logger)
-                    return Self.postsRowsRead(try JSONSerialization.jsonObject(with: Data(plan.utf8)))
+                    return PlanRows.read("posts", in: try JSONSerialization.jsonObject(with: Data(plan.utf8)))
                 }
                 #expect(read > 0 && read <= 60, "kind \(String(describing: kind)), cursor \(after != nil): \(read) posts read")
             }
@@ -178,19 +178,6 @@ import Testing
     }
 
     private static let logger = Logger(label: "feed-grid-test")
-
-    /// Rows every plan node on `posts` produced or filtered out, over all its loops.
-    private static func postsRowsRead(_ node: Any) -> Int {
-        if let list = node as? [Any] { return list.map(postsRowsRead).reduce(0, +) }
-        guard let object = node as? [String: Any] else { return 0 }
-        var total = (object["Plan"]).map(postsRowsRead) ?? 0
-        total += (object["Plans"]).map(postsRowsRead) ?? 0
-        if object["Relation Name"] as? String == "posts" {
-            let loops = object["Actual Loops"] as? Int ?? 1
-            total += ((object["Actual Rows"] as? Int ?? 0) + (object["Rows Removed by Filter"] as? Int ?? 0)) * loops
-        }
-        return total
-    }
 
     /// Meetup pins (public point = exact point) scattered around `origin`, several posts on each;
     /// every third post shares one timestamp, so ties are broken by id across cells.

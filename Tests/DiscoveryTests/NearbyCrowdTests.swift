@@ -1,0 +1,114 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import BookwormCore
+@testable import Places
+@testable import Discovery
+@testable import BookwormTestSupport
+
+/// A crowded cell: hundreds of homes share its centre, so their copies tie on distance. A page
+/// that fills before the crowd must not read the crowd's copies; a page that reaches it must
+/// hold them in id order, filtered or not.
+@Suite struct NearbyCrowdTests {
+    private static let logger = Logger(label: "nearby-crowd-test")
+    let origin = GeoPoint(latitude: 48.8566, longitude: 2.3522)
+
+    /// Eight meetup pins 0.2 to 1.6 km north with four copies each, then 200 homes whose
+    /// public point is one cell centre about 3 km north, three copies each. Titles alternate,
+    /// so `q=moby` keeps half. Returns every copy with its public distance and title.
+    private func seedCrowd(_ app: TestApp, owner: UUID) async throws -> [(id: String, distance: Double, title: String)] {
+        let crowd = Geo.cellCentre(of: GeoPoint(latitude: origin.latitude + 0.027, longitude: origin.longitude))
+        try await app.db.query("""
+            INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+            SELECT \(owner), 'near ' || i, 'meetup', \(origin.latitude) + i * 0.0018, \(origin.longitude),
+                   \(origin.latitude) + i * 0.0018, \(origin.longitude)
+            FROM generate_series(1, 8) AS i
+            """)
+        try await app.db.query("""
+            INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+            SELECT \(owner), 'crowd ' || i, 'home', \(crowd.latitude) + (i % 10) * 0.0002, \(crowd.longitude) + (i / 10) * 0.0002,
+                   \(crowd.latitude), \(crowd.longitude)
+            FROM generate_series(0, 199) AS i
+            """)
+        try await app.db.query("""
+            INSERT INTO books (id, title, authors) VALUES ('00000000-0000-0000-0000-0000000000a1', 'Moby Dick', ARRAY['Melville']),
+                                                          ('00000000-0000-0000-0000-0000000000a2', 'Ulysses', ARRAY['Joyce'])
+            """)
+        try await app.db.query("""
+            INSERT INTO copies (owner_id, book_id, condition, pin_id)
+            SELECT \(owner), CASE WHEN n % 2 = 0 THEN '00000000-0000-0000-0000-0000000000a1'::uuid
+                                  ELSE '00000000-0000-0000-0000-0000000000a2'::uuid END, 'good', p.id
+            FROM pins p CROSS JOIN generate_series(1, CASE WHEN p.kind = 'meetup' THEN 4 ELSE 3 END) AS n
+            """)
+        try await app.db.query("VACUUM ANALYZE copies")
+        var copies: [(id: String, distance: Double, title: String)] = []
+        for try await (id, latitude, longitude, title) in try await app.db.query("""
+            SELECT c.id, p.public_latitude, p.public_longitude, b.title FROM copies c JOIN pins p ON p.id = c.pin_id JOIN books b ON b.id = c.book_id
+            """).decode((UUID, Double, Double, String).self) {
+            copies.append((id.apiString, Geo.distanceKm(origin, GeoPoint(latitude: latitude, longitude: longitude)), title))
+        }
+        return copies.sorted { ($0.distance, $0.id) < ($1.distance, $1.id) }
+    }
+
+    @Test func pagesReachingACrowdedCellHoldItsCopiesInIdOrderFilteredOrNot() async throws {
+        try await withApp { app in
+            let observer = try await app.register()
+            let owner = try #require(UUID(uuidString: try await app.register().id))
+            let copies = try await seedCrowd(app, owner: owner)
+            #expect(copies.count == 632)
+            for (filter, expected) in [("", copies), ("&q=moby", copies.filter { $0.title == "Moby Dick" })] {
+                var got: [String] = []
+                var cursor: String?
+                repeat {
+                    let path = "/v1/nearby/copies?latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=10&limit=20\(filter)"
+                    let body = try await app.request(.get, path + (cursor.map { "&cursor=\($0)" } ?? ""), token: observer.token).jsonObject()
+                    got += (body["data"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+                    cursor = body["next_cursor"] as? String
+                } while cursor != nil
+                #expect(got == expected.map(\.id), "filter \(filter)")
+            }
+        }
+    }
+
+    /// The server's generic plan, first round (16 pins and their ties: the eight meetups and the
+    /// whole crowd): the eight meetups' 32 copies fill a page of 21, so none of the crowd's 600
+    /// copies is read; past the candidates, only the page's 21 copies are read by id.
+    @Test func aPageThatFillsBeforeACrowdedCellReadsNoneOfItsCopies() async throws {
+        try await withApp { app in
+            let viewer = try #require(UUID(uuidString: try await app.register().id))
+            let owner = try #require(UUID(uuidString: try await app.register().id))
+            _ = try await seedCrowd(app, owner: owner)
+            let query = NearbyQuery(origin: origin, radiusKm: 10, callerID: viewer)
+            let statement = NearbyStore.copiesStatement(query, after: nil, limit: 21, pinLimit: NearbyStore.firstPinLimit)
+            let arguments = statement.values.map(Self.literal).joined(separator: ", ")
+            let read = try await app.db.withConnection { connection in
+                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    PREPARE crowd_plan(float8, float8, float8, float8, float8, float8, float8, uuid, text[], text, float8, uuid, int8, int8)
+                    AS \(statement.sql)
+                    """), logger: Self.logger)
+                var plan = ""
+                for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
+                    EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE crowd_plan(\(arguments))
+                    """), logger: Self.logger).decode(String.self) { plan += text }
+                try await connection.query("DEALLOCATE crowd_plan", logger: Self.logger)
+                try await connection.query("RESET plan_cache_mode", logger: Self.logger)
+                let json = try JSONSerialization.jsonObject(with: Data(plan.utf8))
+                return PlanRows.read("copies", in: json)
+            }
+            #expect(read >= 21 && read <= 32 + 21, "\(read) copy entries read")
+        }
+    }
+
+    private static func literal(_ value: SQLValue) -> String {
+        switch value {
+        case .double(let number): number.map { "\($0)::float8" } ?? "NULL"
+        case .int(let number): number.map { "\($0)" } ?? "NULL"
+        case .uuid(let id): id.map { "'\($0.uuidString)'::uuid" } ?? "NULL"
+        case .text(let text): text.map { "'\($0)'" } ?? "NULL"
+        case .textArray(nil): "NULL"
+        default: "NULL"
+        }
+    }
+}
