@@ -94,6 +94,8 @@ struct NearbyBenchmark {
         var mismatches: [String] = []
         var edgeOnly = 0
         var nonEmpty = 0
+        /// Points whose page took more than one round of nearest pins.
+        var moreRounds = 0
     }
 
     /// Per point, alternating: the project's page (prepared, as the server runs it), the
@@ -117,7 +119,9 @@ struct NearbyBenchmark {
                 let query = NearbyQuery(origin: GeoPoint(latitude: origin.latitude, longitude: origin.longitude), radiusKm: radiusKm,
                                         callerID: nobody)
                 _ = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
-                timings.projectSQL.append(try await NearbyReferences.timeProject(query, limit: limit, on: connection).0)
+                let (projectElapsed, _, rounds) = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
+                timings.projectSQL.append(projectElapsed)
+                if rounds > 1 { timings.moreRounds += 1 }
                 timings.cubeFloor.append(try await NearbyReferences.time(
                     NearbyReferences.CubeFloor(latitude: origin.latitude, longitude: origin.longitude, limit: limit), on: connection).0)
                 timings.postGISFloor.append(try await NearbyReferences.time(
@@ -179,6 +183,8 @@ struct NearbyBenchmark {
             ["same ids (a) vs (b)", "\(sameIDs) of \(timings.project.count)", "\(timings.edgeOnly) differ only at the edge", "all",
              timings.mismatches.isEmpty ? "yes" : "NO"],
             ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
+            ["pages needing a second round of pins (first round \(NearbyStore.firstPinLimit))",
+             "\(timings.moreRounds) of \(timings.project.count)", "-", "-", "-"],
             throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared, goal: true),
             throughputRow("same HTTP figure", http, "pgbench default (simple)", simple, goal: false),
         ]).render())

@@ -6,7 +6,7 @@ import PostgresNIO
 
 /// What the nearby benchmark needs to run the server's own SQL beside PostGIS and a full scan.
 enum NearbyBenchmarkSQL {
-    /// The first round of the statement behind `GET /v1/nearby/copies` (the 16 nearest pins,
+    /// The first round of the statement behind `GET /v1/nearby/copies` (the 32 nearest pins,
     /// a page of `limit`), parameters as literals, for pgbench.
     static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
         NearbyStore.copiesStatement(query(latitude, longitude, radiusKm, caller), after: nil, limit: limit,

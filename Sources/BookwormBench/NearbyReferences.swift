@@ -93,16 +93,18 @@ enum NearbyReferences {
     }
 
     /// The project's statement timed as the references are (prepared, raw rows on one
-    /// connection, nothing decoded past the keys), in the server's rounds: the 16 nearest pins,
-    /// then 128, … until the page is provably complete. Returns (milliseconds, copy ids).
-    static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID]) {
+    /// connection, nothing decoded past the keys), in the server's rounds: the 32 nearest pins,
+    /// then 256, … until the page is provably complete. Returns (milliseconds, copy ids, rounds).
+    static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID], Int) {
         var ids: [UUID] = []
+        var rounds = 0
         let elapsed = try await ContinuousClock().measure {
             var pinLimit = NearbyStore.firstPinLimit
             while true {
                 let statement = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit)
                 var boundary: Double?, lastChord: Double?
                 ids = []
+                rounds += 1
                 for try await row in try await connection.execute(NearbyCopiesSQL(values: statement.values), logger: connection.logger) {
                     let cells = PostgresRandomAccessRow(row)
                     boundary = try cells[0].decode(Double?.self)
@@ -114,7 +116,7 @@ enum NearbyReferences {
                 pinLimit *= 8
             }
         }
-        return (elapsed.milliseconds, ids)
+        return (elapsed.milliseconds, ids, rounds)
     }
 
     /// One prepared execution on `connection`: (milliseconds, rows).

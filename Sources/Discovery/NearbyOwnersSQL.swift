@@ -56,7 +56,7 @@ extension NearbyStore {
         ])
     }
 
-    /// Rounds of 16, 128, 1,024… nearest pins (and their ties) until the page is provably
+    /// Rounds of 32, 256, 2,048… nearest pins (and their ties) until the page is provably
     /// complete, as for copies.
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
         try await inRounds(limit: limit) { pinLimit in
