@@ -45,12 +45,13 @@ extension PostsStore {
         let column = shape.regions ? "region" : "cell"
         let filters = (shape.kind ? [kindCondition] : []) + (shape.cursor ? [cursorCondition] : [])
             + [blockCondition, visibleCondition]
-        // The hits carry the post's own columns, so only authors and books are joined after.
+        // A hit is read from the cell's index alone (migration 0020); the page's posts, authors
+        // and books are joined after.
         return """
             WITH page AS (
                 SELECT hit.*
                 FROM unnest($11::int8[]) AS area(cell) CROSS JOIN LATERAL (
-                    SELECT po.id, po.kind, po.body, po.copy_id, po.created_at, po.author_id, po.book_id, \(distance) AS distance
+                    SELECT po.id, po.created_at, \(distance) AS distance
                     FROM posts po
                     WHERE po.\(column) = area.cell AND \(distance) <= $10
                       AND \(filters.joined(separator: "\n      AND "))
@@ -60,10 +61,8 @@ extension PostsStore {
                 ORDER BY hit.created_at DESC, hit.id DESC
                 LIMIT $6
             )
-            SELECT page.id, page.kind, page.body, page.copy_id, page.created_at,
-                   (EXTRACT(EPOCH FROM page.created_at) * 1000000)::int8,
-                   u.id, u.username, u.display_name, b.id, b.isbn13, b.title, b.authors, page.distance
-            FROM page JOIN users u ON u.id = page.author_id LEFT JOIN books b ON b.id = page.book_id
+            SELECT \(columns), page.distance
+            FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
             ORDER BY page.created_at DESC, page.id DESC
             """
     }

@@ -28,8 +28,9 @@ import Testing
             }
             #expect(try await !app.feedIDs("/v1/posts").contains(post))
             #expect(try await !app.feedIDs("/v1/posts?latitude=52.52&longitude=13.405", token: reporters[0].token).contains(post))
-            // Its author still has it.
+            // Its author still has it, in the nearby feed too.
             #expect(try await app.request(.get, "/v1/posts/\(post)", token: author.token).status == .ok)
+            #expect(try await app.feedIDs("/v1/posts?latitude=52.52&longitude=13.405", token: author.token).contains(post))
 
             let list = try await app.bookworm(["reports", "list"])
             #expect(list.status == 0, "\(list.output)")
