@@ -33,7 +33,7 @@ package struct NearbyStore: Sendable {
     static let roundedChord = "floor((p.public_xyz <-> \(origin)) * 1e12 + 0.5) / 1e12"
 
     /// Pins in the radius, not the caller's nor blocked either way, past the cursor's distance.
-    /// A suspended owner is left out copy by copy in `page`, not here: a filter on the owner's
+    /// A suspended owner is left out copy by copy in `placedCopies`, not here: a filter on the owner's
     /// row in this scan made the planner give up the nearest-neighbour index scan (0.8 → 40 ms).
     static let candidatePins = pinsInRadius + """
 

@@ -58,14 +58,8 @@ import Testing
             let copies = try await seedCrowd(app, owner: owner)
             #expect(copies.count == 632)
             for (filter, expected) in [("", copies), ("&q=moby", copies.filter { $0.title == "Moby Dick" })] {
-                var got: [String] = []
-                var cursor: String?
-                repeat {
-                    let path = "/v1/nearby/copies?latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=10&limit=20\(filter)"
-                    let body = try await app.request(.get, path + (cursor.map { "&cursor=\($0)" } ?? ""), token: observer.token).jsonObject()
-                    got += (body["data"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
-                    cursor = body["next_cursor"] as? String
-                } while cursor != nil
+                let path = "/v1/nearby/copies?latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=10\(filter)"
+                let got = try await app.allNearby(path, token: observer.token, limit: 20).compactMap { $0["id"] as? String }
                 #expect(got == expected.map(\.id), "filter \(filter)")
             }
         }

@@ -9,11 +9,11 @@ import Testing
 
 extension TestApp {
     /// Every row of a nearest-first list, following cursors.
-    func allNearby(_ path: String, token: String) async throws -> [[String: Any]] {
+    func allNearby(_ path: String, token: String, limit: Int = 100) async throws -> [[String: Any]] {
         var rows: [[String: Any]] = []
         var cursor: String?
         repeat {
-            let url = path + "&limit=100" + (cursor.map { "&cursor=\($0)" } ?? "")
+            let url = path + "&limit=\(limit)" + (cursor.map { "&cursor=\($0)" } ?? "")
             let body = try await request(.get, url, token: token).jsonObject()
             rows += body["data"] as? [[String: Any]] ?? []
             cursor = body["next_cursor"] as? String
@@ -103,14 +103,8 @@ extension TestApp {
                 expected.append((copy.apiString, Geo.distanceKm(centre, try #require(publicPoints[pin]))))
             }
             expected.sort { ($0.distance, $0.id) < ($1.distance, $1.id) }
-            var got: [String] = []
-            var cursor: String?
-            repeat {
-                let path = "/v1/nearby/copies?latitude=\(centre.latitude)&longitude=\(centre.longitude)&radius_km=20&limit=7"
-                let body = try await app.request(.get, path + (cursor.map { "&cursor=\($0)" } ?? ""), token: observer.token).jsonObject()
-                got += (body["data"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
-                cursor = body["next_cursor"] as? String
-            } while cursor != nil
+            let path = "/v1/nearby/copies?latitude=\(centre.latitude)&longitude=\(centre.longitude)&radius_km=20"
+            let got = try await app.allNearby(path, token: observer.token, limit: 7).compactMap { $0["id"] as? String }
             #expect(got == expected.map(\.id))
             #expect(got.count == 160)
         }
