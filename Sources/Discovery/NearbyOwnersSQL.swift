@@ -13,8 +13,12 @@ extension NearbyStore {
     /// ordered before `beyond` has their true place, and a full page ending before it is the true
     /// page (`isComplete`). Pins are not cut at the cursor: an owner shown on an earlier page must
     /// still be seen to stand before it. Matching copies are counted over all the page owners'
-    /// pins in the radius, for the page only. Parameters $1–$14, as `copiesSQL`.
-    static let ownersSQL = nearestPins(pinsInRadius, columns: "bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) AS distance")
+    /// pins in the radius, for the page only. Parameters $1–$14, as `copiesSQL`; as there, the
+    /// unfiltered shape reads copies from the `*_shown_idx` partial indexes alone, so a crowded
+    /// cell centre costs index entries.
+    static func ownersSQL(filtered: Bool) -> String {
+        let matching = matching(filtered: filtered)
+        return nearestPins(pinsInRadius, columns: "bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) AS distance")
         + """
             , owners AS (
                 SELECT near.owner_id, min(near.chord) AS chord, min(near.distance) AS distance
@@ -29,7 +33,8 @@ extension NearbyStore {
                 ORDER BY chord, owner_id
                 LIMIT $13
             ), meta AS (
-                SELECT (SELECT chord FROM beyond) AS boundary
+                -- $9 and $10 are named in every shape, so that both shapes take the same parameters.
+                SELECT (SELECT chord FROM beyond) AS boundary, $9::text[] AS words, $10::text AS isbn
             )
             SELECT meta.boundary, page.chord, page.distance, u.id, u.username, u.display_name,
                    (SELECT count(*) FROM pins op CROSS JOIN LATERAL (
@@ -41,16 +46,22 @@ extension NearbyStore {
             FROM meta LEFT JOIN (page JOIN users u ON u.id = page.owner_id) ON true
             ORDER BY page.chord, u.id
             """
+    }
 
-    /// An available copy that others may see and that matches the search ($9 words, $10 ISBN).
-    private static let matching = """
-        c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
+    /// An available copy that others may see and, filtered, that matches the search ($9 words,
+    /// $10 ISBN).
+    private static func matching(filtered: Bool) -> String {
+        let shown = "c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))"
+        guard filtered else { return shown }
+        return shown + """
+
                           AND ($9::text[] IS NULL OR c.search @@ bookworm_search_query($9))
                           AND ($10::text IS NULL OR c.book_id IN (SELECT id FROM books WHERE isbn13 = $10))
-        """
+            """
+    }
 
     package static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
-        SQLStatement(sql: ownersSQL, values: sphereValues(query) + [
+        SQLStatement(sql: ownersSQL(filtered: query.isFiltered), values: sphereValues(query) + [
             .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
             .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
         ])
@@ -59,19 +70,31 @@ extension NearbyStore {
     /// Rounds of 32, 256, 2,048… nearest pins (and their ties) until the page is provably
     /// complete, as for copies.
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
-        try await inRounds(limit: limit) { pinLimit in
-            NearbyOwnersSQL(values: Self.ownersStatement(query, after: after, limit: limit, pinLimit: pinLimit).values)
-        } row: { cells, chord in
-            NearbyOwner(user: OwnerSummary(id: try cells[3].decode(UUID.self), username: try cells[4].decode(String.self),
-                                           displayName: try cells[5].decode(String?.self)),
-                        distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
+        let values = { (pinLimit: Int) in Self.ownersStatement(query, after: after, limit: limit, pinLimit: pinLimit).values }
+        if query.isFiltered {
+            return try await inRounds(limit: limit, statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
         }
+        return try await inRounds(limit: limit, statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
+    }
+
+    static func owner(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyOwner {
+        NearbyOwner(user: OwnerSummary(id: try cells[3].decode(UUID.self), username: try cells[4].decode(String.self),
+                                       displayName: try cells[5].decode(String?.self)),
+                    distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
     }
 }
 
-/// `NearbyStore.ownersSQL`, prepared, as `NearbyCopiesSQL`.
+/// `NearbyStore.ownersSQL`, prepared, as `NearbyCopiesSQL`: without words or ISBN.
 package struct NearbyOwnersSQL: PreparedSQL {
-    package static let sql = NearbyStore.ownersSQL
+    package static let sql = NearbyStore.ownersSQL(filtered: false)
+    package let values: [SQLValue]
+
+    package init(values: [SQLValue]) { self.values = values }
+}
+
+/// `NearbyStore.ownersSQL` for a request with words or an ISBN, prepared.
+package struct NearbyFilteredOwnersSQL: PreparedSQL {
+    package static let sql = NearbyStore.ownersSQL(filtered: true)
     package let values: [SQLValue]
 
     package init(values: [SQLValue]) { self.values = values }

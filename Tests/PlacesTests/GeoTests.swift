@@ -30,12 +30,21 @@ import Testing
         }
     }
 
+    /// Away from the poles a point is at most a cell's half-diagonal (about 0.71 km) from its
+    /// centre. Within a tenth of a degree of a pole the rows hold only a few columns each, so
+    /// their cells are wider at their equatorward edge; the worst, beside the pole, reaches
+    /// about 0.97 km. The pole caps are sampled on purpose: 5,000 points uniform in latitude
+    /// reach them only now and then, which once made this test fail one run in fifty.
     @Test func everyPointOfACellHasTheSameCentreAboutAKilometreAway() {
-        var generator = SystemRandomNumberGenerator()
-        for _ in 0..<5000 {
-            let point = GeoPoint(latitude: .random(in: -90...90, using: &generator), longitude: .random(in: -180...180, using: &generator))
+        var random = SeededRandom(seed: 29)
+        let anywhere = (0..<5000).map { _ in (random.double(in: -90...90), random.double(in: -180...180)) }
+        let poles = (0..<4000).map { index in
+            ((index % 2 == 0 ? 1.0 : -1.0) * random.double(in: 89.9...90), random.double(in: -180...180))
+        }
+        for (latitude, longitude) in anywhere + poles {
+            let point = GeoPoint(latitude: latitude, longitude: longitude)
             let centre = Geo.cellCentre(of: point)
-            #expect(Geo.distanceKm(point, centre) <= 0.8, "\(point) → \(centre)")
+            #expect(Geo.distanceKm(point, centre) <= (abs(latitude) < 89.9 ? 0.75 : 1.0), "\(point) → \(centre)")
             #expect(Geo.cellCentre(of: centre) == centre)
         }
         // Nudging a point within its cell never changes the centre.
