@@ -60,17 +60,10 @@ extension NearbyStore {
             """
     }
 
-    package static func ownersStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
-        SQLStatement(sql: ownersSQL(filtered: query.isFiltered), values: sphereValues(query) + [
-            .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
-            .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
-        ])
-    }
-
     /// Rounds of 32, 256, 2,048… nearest pins (and their ties) until the page is provably
     /// complete, as for copies.
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
-        let values = { (pinLimit: Int) in Self.ownersStatement(query, after: after, limit: limit, pinLimit: pinLimit).values }
+        let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
             return try await inRounds(limit: limit, statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
         }

@@ -148,11 +148,18 @@ package struct NearbyStore: Sendable {
             """
     }
 
-    package static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
-        SQLStatement(sql: copiesSQL(filtered: query.isFiltered), values: sphereValues(query) + [
+    /// A round's parameters $1–$14, the same for copies and owners and for either shape.
+    static func roundValues(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> [SQLValue] {
+        sphereValues(query) + [
             .double(query.origin.latitude), .double(query.origin.longitude), .double(query.radiusKm), .uuid(query.callerID),
             .textArray(query.words), .text(query.isbn13), .double(after?.distance), .uuid(after?.id), .int(limit), .int(pinLimit),
-        ])
+        ]
+    }
+
+    /// A round of copies as text and values (the text built once per shape, not per request).
+    package static func copiesStatement(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> SQLStatement {
+        SQLStatement(sql: query.isFiltered ? NearbyFilteredCopiesSQL.sql : NearbyCopiesSQL.sql,
+                     values: roundValues(query, after: after, limit: limit, pinLimit: pinLimit))
     }
 
     /// Pins tried in the first round. With 16, 142 of the nearby benchmark's 1,000 city pages of
@@ -172,7 +179,7 @@ package struct NearbyStore: Sendable {
     /// Rounds of 32, 256, 2,048… nearest pins (and their ties) until the page is provably
     /// complete; one round in all but sparse cases.
     package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
-        let values = { (pinLimit: Int) in Self.copiesStatement(query, after: after, limit: limit, pinLimit: pinLimit).values }
+        let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
             return try await inRounds(limit: limit, statement: { NearbyFilteredCopiesSQL(values: values($0)) }, row: Self.copy)
         }
