@@ -175,63 +175,20 @@ package struct Database: Sendable {
         _ operation: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
     ) async throws -> T {
         let lease = OnceFlag()
-        let deadlines = self.deadlines
+        let acquireBy = ContinuousClock.now + deadlines.acquire
+        let statementBy = acquireBy + deadlines.statement + .milliseconds(500)
         let race = Race<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                race.start(continuation,
-                           work: Task { race.finish(await Result(catching: { try await operation { lease.set() } })) },
-                           timer: Task {
-                               try await Task.sleep(for: deadlines.acquire)
-                               if lease.isSet { try await Task.sleep(for: deadlines.statement + .milliseconds(500)) }
-                               race.finish(.failure(DatabaseDeadlineExceeded(leased: lease.isSet)))
-                           })
+                let watch = DeadlineWatch.shared.add(
+                    isDue: { now in now >= (lease.isSet ? statementBy : acquireBy) },
+                    fire: { race.finish(.failure(DatabaseDeadlineExceeded(leased: lease.isSet))) })
+                race.start(continuation, work: Task { race.finish(await Result(catching: { try await operation { lease.set() } })) },
+                           watch: watch)
             }
         } onCancel: {
             race.finish(.failure(CancellationError()))
         }
-    }
-}
-
-/// One answer for a caller from whichever comes first: the work, the deadline or cancellation.
-private final class Race<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var early: Result<T, any Error>?
-        var tasks: [Task<Void, any Error>] = []
-        var done = false
-    }
-    private let state = Mutex(State())
-
-    func start(_ continuation: CheckedContinuation<T, any Error>, work: Task<Void, any Error>, timer: Task<Void, any Error>) {
-        let early: Result<T, any Error>? = state.withLock { state in
-            state.tasks = [work, timer]
-            guard let early = state.early else {
-                state.continuation = continuation
-                return nil
-            }
-            return early
-        }
-        if let early {
-            work.cancel()
-            timer.cancel()
-            continuation.resume(with: early)
-        }
-    }
-
-    func finish(_ result: Result<T, any Error>) {
-        let (continuation, tasks): (CheckedContinuation<T, any Error>?, [Task<Void, any Error>]) = state.withLock { state in
-            guard !state.done else { return (nil, []) }
-            state.done = true
-            guard let continuation = state.continuation else {
-                state.early = result
-                return (nil, [])
-            }
-            state.continuation = nil
-            return (continuation, state.tasks)
-        }
-        tasks.forEach { $0.cancel() }
-        continuation?.resume(with: result)
     }
 }
 
