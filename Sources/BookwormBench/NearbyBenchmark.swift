@@ -10,7 +10,8 @@ import PostgresNIO
 /// clusters), 1,000 query points weighted to cities, radius 10 km, limit 50: (a) the project's
 /// query, (b) PostGIS as a skilled user writes it (geography GiST, `<->` order kept down to the
 /// `LIMIT`, prepared), the floor (the 50 nearest pins alone, by either index), (c) a full-scan
-/// haversine of every copy; same ids from (a) and (b) at every point; and HTTP throughput of
+/// haversine of every copy; same ids from (a) and (b) at every point; (d) nearby owners beside
+/// (e) their PostGIS reference, same owners and counts at every point; and HTTP throughput of
 /// `/v1/nearby/copies` vs pgbench running the same statement prepared.
 struct NearbyBenchmark {
     let points: Int
@@ -96,6 +97,11 @@ struct NearbyBenchmark {
         var nonEmpty = 0
         /// Points whose page took more than one round of nearest pins.
         var moreRounds = 0
+        var ownersProject: [Double] = []
+        var ownersPostGIS: [Double] = []
+        var ownersMoreRounds = 0
+        /// Points where the owners or their matching copies differ (and the differing owners' distances).
+        var ownersMismatches: [String] = []
     }
 
     /// Per point, alternating: the project's page (prepared, as the server runs it), the
@@ -126,6 +132,7 @@ struct NearbyBenchmark {
                     NearbyReferences.CubeFloor(latitude: origin.latitude, longitude: origin.longitude, limit: limit), on: connection).0)
                 timings.postGISFloor.append(try await NearbyReferences.time(
                     NearbyReferences.PostGISFloor(latitude: origin.latitude, longitude: origin.longitude, limit: limit), on: connection).0)
+                try await measureOwners(query, at: origin, on: connection, into: &timings)
                 return try rows.map { row in
                     let cells = PostgresRandomAccessRow(row)
                     return (try cells[0].decode(UUID.self), try cells[1].decode(Double.self))
@@ -140,6 +147,28 @@ struct NearbyBenchmark {
             compare(projectRows, postGISRows, at: origin, into: &timings)
         }
         return timings
+    }
+
+    /// Nearby owners, the project's statement in its rounds beside the PostGIS reference, both
+    /// warmed once; the owners and each one's matching copies must be the same.
+    private func measureOwners(_ query: NearbyQuery, at origin: (latitude: Double, longitude: Double), on connection: PostgresConnection,
+                               into timings: inout Timings) async throws {
+        let reference = NearbyReferences.literalPostGISOwners(latitude: origin.latitude, longitude: origin.longitude,
+                                                              radiusKm: radiusKm, limit: limit, caller: nobody)
+        let (elapsed, rows) = try await NearbyReferences.timePrepared(reference, on: connection)
+        timings.ownersPostGIS.append(elapsed)
+        _ = try await NearbyReferences.timeProjectOwners(query, limit: limit, on: connection)
+        let (projectElapsed, ours, rounds) = try await NearbyReferences.timeProjectOwners(query, limit: limit, on: connection)
+        timings.ownersProject.append(projectElapsed)
+        if rounds > 1 { timings.ownersMoreRounds += 1 }
+        let theirs = try rows.map { row in
+            let cells = PostgresRandomAccessRow(row)
+            return NearbyReferences.OwnerKey(id: try cells[0].decode(UUID.self), matching: try cells[2].decode(Int64.self))
+        }
+        if ours != theirs {
+            timings.ownersMismatches.append(String(format: "(%.5f, %.5f): %d vs %d owners", origin.latitude, origin.longitude,
+                                                   ours.count, theirs.count))
+        }
     }
 
     private func run(_ sql: String, on client: PostgresClient) async throws -> Double {
@@ -166,6 +195,8 @@ struct NearbyBenchmark {
         let cube = Percentiles(timings.cubeFloor), gisFloor = Percentiles(timings.postGISFloor), full = Percentiles(timings.fullScan)
         let ratio50 = project.p50 / max(postGIS.p50, 0.0001), ratio99 = project.p99 / max(postGIS.p99, 0.0001)
         let vsFull = full.p50 / max(project.p50, 0.0001)
+        let owners = Percentiles(timings.ownersProject), gisOwners = Percentiles(timings.ownersPostGIS)
+        let owners50 = owners.p50 / max(gisOwners.p50, 0.0001), owners99 = owners.p99 / max(gisOwners.p99, 0.0001)
         let http = median(throughput.http), prepared = median(throughput.prepared), simple = median(throughput.simple)
         let sameIDs = timings.project.count - timings.mismatches.count
         print("")
@@ -185,10 +216,18 @@ struct NearbyBenchmark {
             ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
             ["pages needing a second round of pins (first round \(NearbyStore.firstPinLimit))",
              "\(timings.moreRounds) of \(timings.project.count)", "-", "-", "-"],
+            ["(d) project's nearby owners statement (prepared, timed as (e) is)", ms(owners.p50), ms(owners.p99),
+             String(format: "p50 %.2f x, p99 %.2f x", owners50, owners99), owners50 <= 1 && owners99 <= 1 ? "yes" : "NO"],
+            ["(e) PostGIS owners: <-> to the LIMIT, nearest holding pin per owner (prepared)", ms(gisOwners.p50), ms(gisOwners.p99), "-", "-"],
+            ["same owners and matching copies (d) vs (e)", "\(timings.ownersProject.count - timings.ownersMismatches.count) of \(timings.ownersProject.count)",
+             "-", "all", timings.ownersMismatches.isEmpty ? "yes" : "NO"],
+            ["owners pages needing a second round (first round \(NearbyStore.firstOwnersPinLimit(limit: limit)))",
+             "\(timings.ownersMoreRounds) of \(timings.ownersProject.count)", "-", "-", "-"],
             throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared, goal: true),
             throughputRow("same HTTP figure", http, "pgbench default (simple)", simple, goal: false),
         ]).render())
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
+        if !timings.ownersMismatches.isEmpty { print("owners differ at: \(timings.ownersMismatches.prefix(10).joined(separator: ", "))") }
         let best = "PostGIS best practice"
         try BenchResults.write("nearby", [
             ResultRow("nearby copies p50", project.p50, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p50), ratio: ratio50,
@@ -196,6 +235,12 @@ struct NearbyBenchmark {
             ResultRow("nearby copies p99", project.p99, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p99), ratio: ratio99,
                       goal: "<= 1.0 x", met: ratio99 <= 1),
             ResultRow("nearby copies p50 as the server gets it (NearbyStore, decoded)", server.p50, "ms"),
+            ResultRow("nearby owners p50", owners.p50, "ms", reference: String(format: "%@ %.2f ms", best, gisOwners.p50), ratio: owners50,
+                      goal: "<= 1.0 x", met: owners50 <= 1),
+            ResultRow("nearby owners p99", owners.p99, "ms", reference: String(format: "%@ %.2f ms", best, gisOwners.p99), ratio: owners99,
+                      goal: "<= 1.0 x", met: owners99 <= 1),
+            ResultRow("nearby owners, same owners and counts as PostGIS", Double(timings.ownersProject.count - timings.ownersMismatches.count),
+                      "points", reference: "\(timings.ownersProject.count) points", goal: "all", met: timings.ownersMismatches.isEmpty),
             ResultRow("nearest 50 pins, cube KNN (floor) p50", cube.p50, "ms"),
             ResultRow("nearest 50 pins, PostGIS KNN (floor) p50", gisFloor.p50, "ms"),
             ResultRow("nearby copies, same ids as PostGIS", Double(sameIDs), "points", reference: "\(timings.project.count) points",

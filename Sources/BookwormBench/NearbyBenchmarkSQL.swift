@@ -76,6 +76,7 @@ enum NearbyBenchmarkSQL {
         CREATE TABLE bench_pin_geog AS
             SELECT id, owner_id, is_default, ST_SetSRID(ST_MakePoint(public_longitude, public_latitude), 4326)::geography AS geog FROM pins;
         CREATE INDEX bench_pin_geog_idx ON bench_pin_geog USING gist (geog);
+        CREATE INDEX bench_pin_geog_owner_idx ON bench_pin_geog (owner_id);
         ANALYZE bench_pin_geog;
         """
 }

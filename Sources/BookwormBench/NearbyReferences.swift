@@ -43,12 +43,67 @@ enum NearbyReferences {
         }
     }
 
+    /// Nearby owners as a skilled PostGIS user would write them: pins nearest first by the
+    /// geography index, kept where the pin holds a shown available copy and no nearer pin of the
+    /// same owner does (so each owner comes once, at their nearest holding pin), incrementally
+    /// sorted by (distance, owner) and cut at the `LIMIT`; then, for the page's owners only, their
+    /// matching copies on every pin of theirs in the radius, found by the owner index (written
+    /// `ST_DWithin`, the planner read the whole radius by the GiST index for each owner: 2 ms
+    /// each). Parameters as `PostGIS`.
+    struct PostGISOwners {
+        static let origin = PostGIS.origin
+        static func holds(_ pin: String) -> String {
+            """
+            (EXISTS (SELECT 1 FROM copies c WHERE c.pin_id = \(pin).id AND c.status = 'available' AND c.hidden_at IS NULL)
+                             OR (\(pin).is_default AND EXISTS (SELECT 1 FROM copies c WHERE c.owner_id = \(pin).owner_id
+                                 AND c.pin_id IS NULL AND c.status = 'available' AND c.hidden_at IS NULL)))
+            """
+        }
+        static let sql = """
+            SELECT u.id, page.meters / 1000,
+                   (SELECT count(*) FROM bench_pin_geog op CROSS JOIN LATERAL (
+                        SELECT c.id FROM copies c WHERE c.pin_id = op.id AND c.status = 'available' AND c.hidden_at IS NULL
+                        UNION ALL
+                        SELECT c.id FROM copies c WHERE op.is_default AND c.owner_id = op.owner_id AND c.pin_id IS NULL
+                          AND c.status = 'available' AND c.hidden_at IS NULL
+                    ) held
+                    WHERE op.owner_id = page.owner_id AND ST_Distance(op.geog, \(origin), false) <= $3 * 1000)
+            FROM (
+                SELECT near.owner_id, near.meters FROM (
+                    SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
+                    FROM bench_pin_geog g
+                    WHERE ST_DWithin(g.geog, \(origin), $3 * 1000, false) AND g.owner_id <> $5
+                    ORDER BY g.geog <-> \(origin)
+                ) near
+                WHERE \(holds("near"))
+                  AND NOT EXISTS (
+                      SELECT 1 FROM bench_pin_geog o
+                      WHERE o.owner_id = near.owner_id AND o.id <> near.id
+                        AND ((o.geog <-> \(origin)) < near.meters OR ((o.geog <-> \(origin)) = near.meters AND o.id < near.id))
+                        AND \(holds("o")))
+                ORDER BY near.meters, near.owner_id
+                LIMIT $4
+            ) page
+            JOIN users u ON u.id = page.owner_id
+            ORDER BY page.meters, u.id
+            """
+    }
+
     /// The reference with its values written in, as a pgbench script prepares it: a prepared
     /// statement without parameters is planned with the point itself. Given parameters, the
     /// server switches to a generic plan after five runs, and for this statement that plan
     /// sorts every pin in the radius (40 ms instead of 0.6); a skilled user would not let it.
     static func literalPostGIS(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
-        var sql = PostGIS.sql
+        literal(PostGIS.sql, latitude: latitude, longitude: longitude, radiusKm: radiusKm, limit: limit, caller: caller)
+    }
+
+    /// `PostGISOwners` with its values written in, for the same reason.
+    static func literalPostGISOwners(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        literal(PostGISOwners.sql, latitude: latitude, longitude: longitude, radiusKm: radiusKm, limit: limit, caller: caller)
+    }
+
+    private static func literal(_ text: String, latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
+        var sql = text
         for (parameter, value) in [("$5", "'\(caller.uuidString)'::uuid"), ("$4", "\(limit)"), ("$3", "\(radiusKm)::float8"),
                                    ("$2", "\(longitude)::float8"), ("$1", "\(latitude)::float8")] {
             sql = sql.replacingOccurrences(of: parameter, with: value)
@@ -96,27 +151,48 @@ enum NearbyReferences {
     /// connection, nothing decoded past the keys), in the server's rounds: the 32 nearest pins,
     /// then 256, … until the page is provably complete. Returns (milliseconds, copy ids, rounds).
     static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID], Int) {
-        var ids: [UUID] = []
+        try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstPinLimit, statement: NearbyCopiesSQL.init,
+                             key: { try $0[5].decode(UUID.self) }, on: connection)
+    }
+
+    /// The same for nearby owners: (milliseconds, owner ids with their matching copies, rounds).
+    static func timeProjectOwners(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws
+        -> (Double, [OwnerKey], Int)
+    {
+        try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstOwnersPinLimit(limit: limit), statement: NearbyOwnersSQL.init,
+                             key: { OwnerKey(id: try $0[3].decode(UUID.self), matching: try $0[6].decode(Int64.self)) }, on: connection)
+    }
+
+    struct OwnerKey: Equatable {
+        let id: UUID
+        let matching: Int64
+    }
+
+    private static func timeRounds<Statement: PreparedSQL, Key>(
+        _ query: NearbyQuery, limit: Int, firstRound: Int, statement: ([SQLValue]) -> Statement, key: (PostgresRandomAccessRow) throws -> Key,
+        on connection: PostgresConnection) async throws -> (Double, [Key], Int)
+    {
+        var keys: [Key] = []
         var rounds = 0
         let elapsed = try await ContinuousClock().measure {
-            var pinLimit = NearbyStore.firstPinLimit
+            var pinLimit = firstRound
             while true {
-                let statement = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit)
+                let values = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit).values
                 var boundary: Double?, lastChord: Double?
-                ids = []
+                keys = []
                 rounds += 1
-                for try await row in try await connection.execute(NearbyCopiesSQL(values: statement.values), logger: connection.logger) {
+                for try await row in try await connection.execute(statement(values), logger: connection.logger) {
                     let cells = PostgresRandomAccessRow(row)
                     boundary = try cells[0].decode(Double?.self)
                     guard let chord = try cells[1].decode(Double?.self) else { continue }
                     lastChord = chord
-                    ids.append(try cells[5].decode(UUID.self))
+                    keys.append(try key(cells))
                 }
-                if NearbyStore.isComplete(boundary: boundary, rows: ids.count, lastChord: lastChord, limit: limit) { break }
+                if NearbyStore.isComplete(boundary: boundary, rows: keys.count, lastChord: lastChord, limit: limit) { break }
                 pinLimit *= 8
             }
         }
-        return (elapsed.milliseconds, ids, rounds)
+        return (elapsed.milliseconds, keys, rounds)
     }
 
     /// One prepared execution on `connection`: (milliseconds, rows).

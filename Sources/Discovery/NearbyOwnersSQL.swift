@@ -60,14 +60,16 @@ extension NearbyStore {
             """
     }
 
-    /// Rounds of 32, 256, 2,048… nearest pins (and their ties) until the page is provably
-    /// complete, as for copies.
+    /// Rounds of nearest pins (and their ties), twice the page first, then eight times as many
+    /// each round, until the page is provably complete, as for copies.
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
         let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
-            return try await inRounds(limit: limit, statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
+            return try await inRounds(limit: limit, firstRound: Self.firstOwnersPinLimit(limit: limit),
+                                      statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
         }
-        return try await inRounds(limit: limit, statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
+        return try await inRounds(limit: limit, firstRound: Self.firstOwnersPinLimit(limit: limit),
+                                  statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
     }
 
     static func owner(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyOwner {

@@ -167,6 +167,10 @@ package struct NearbyStore: Sendable {
     /// index entries only, and the last tie group is read only when needed.
     package static let firstPinLimit = 32
 
+    /// Owners: a page of `limit` owners needs at least as many pins, and an owner often has two
+    /// in the radius (a home and a meetup place), so the first round takes twice the page.
+    package static func firstOwnersPinLimit(limit: Int) -> Int { max(firstPinLimit, 2 * (limit + 1)) }
+
     /// Whether a page drawn from the pins tried is the true page: either they were every pin
     /// in the radius (no `boundary`), or the page is full and ends strictly before the nearest
     /// pin not tried (which, like every pin farther out, could only add later rows).
@@ -181,9 +185,11 @@ package struct NearbyStore: Sendable {
     package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
         let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
-            return try await inRounds(limit: limit, statement: { NearbyFilteredCopiesSQL(values: values($0)) }, row: Self.copy)
+            return try await inRounds(limit: limit, firstRound: Self.firstPinLimit, statement: { NearbyFilteredCopiesSQL(values: values($0)) },
+                                      row: Self.copy)
         }
-        return try await inRounds(limit: limit, statement: { NearbyCopiesSQL(values: values($0)) }, row: Self.copy)
+        return try await inRounds(limit: limit, firstRound: Self.firstPinLimit, statement: { NearbyCopiesSQL(values: values($0)) },
+                                  row: Self.copy)
     }
 
     static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
@@ -195,9 +201,9 @@ package struct NearbyStore: Sendable {
     /// rows prove the page complete (`isComplete`). Every row's first cell is `beyond`'s chord and
     /// its second the row's chord, null on the meta row that comes back alone for an empty page.
     func inRounds<Statement: PreparedSQL, Row>(
-        limit: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
+        limit: Int, firstRound: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
     {
-        var pinLimit = Self.firstPinLimit
+        var pinLimit = firstRound
         while true {
             var result: [Row] = []
             var boundary: Double?, lastChord: Double?
