@@ -168,8 +168,8 @@ package struct NearbyStore: Sendable {
     package static let firstPinLimit = 32
 
     /// Owners: a page of `limit` owners needs at least as many pins, and an owner often has two
-    /// in the radius (a home and a meetup place), so the first round takes twice the page.
-    package static func firstOwnersPinLimit(limit: Int) -> Int { max(firstPinLimit, 2 * (limit + 1)) }
+    /// in the radius (a home and a meetup place), so the first round takes half as many again.
+    package static func firstOwnersPinLimit(limit: Int) -> Int { max(firstPinLimit, (limit + 1) * 3 / 2) }
 
     /// Whether a page drawn from the pins tried is the true page: either they were every pin
     /// in the radius (no `boundary`), or the page is full and ends strictly before the nearest
