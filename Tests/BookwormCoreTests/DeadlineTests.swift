@@ -66,17 +66,19 @@ import Testing
     @Test func aStatementThatDoesNotEndIsAbandonedAtItsDeadline() async throws {
         try await withTestDatabase(empty: true) { settings, _ in
             try await settings.makeClient(poolSize: 2, logger: logger).whileRunning { client in
-                let database = Database(client: client, deadlines: .init(acquire: .milliseconds(300), statement: .milliseconds(300)))
-                _ = try await database.query("SELECT 1", logger: logger)  // a connection is open: the next lease is quick
+                // A generous acquire deadline: on a machine busy with every other test, even an
+                // idle connection's lease can wait a while for a thread.
+                let database = Database(client: client, deadlines: .init(acquire: .seconds(2), statement: .milliseconds(300)))
+                try await client.query("SELECT 1", logger: logger)  // a connection is open: the next lease is quick
                 let start = ContinuousClock.now
                 let error = await #expect(throws: DatabaseDeadlineExceeded.self) {
-                    try await database.query("SELECT pg_sleep(6)", logger: logger)
+                    try await database.query("SELECT pg_sleep(10)", logger: logger)
                 }
                 #expect(error?.leased == true)
-                // Due 1.1 s after the call (acquire, statement, half a second of grace), a sweep later at most.
+                // Due 2.8 s after the call (acquire, statement, half a second of grace), a sweep later at most.
                 let waited = ContinuousClock.now - start
-                #expect(waited >= .milliseconds(1_100))
-                #expect(waited < .seconds(4), "answered only when the statement ended")
+                #expect(waited >= .milliseconds(2_800))
+                #expect(waited < .seconds(8), "answered only when the statement ended")
             }
         }
     }
