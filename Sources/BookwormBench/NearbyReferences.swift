@@ -15,21 +15,27 @@ enum NearbyReferences {
     /// are left out, as the product must, which lets it read the same partial indexes. $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
     struct PostGIS: PreparedSQL {
         static let origin = "ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography"
-        static let sql = """
-            SELECT c.id, page.meters / 1000, \(CopiesStore.columns) FROM (
-                SELECT placed.copy_id, near.meters FROM (
-                    SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
+        /// Pins in the radius, not the caller's, nearest first by the GiST index.
+        static let nearestPins = """
+            SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
                     FROM bench_pin_geog g
                     WHERE ST_DWithin(g.geog, \(origin), $3 * 1000, false) AND g.owner_id <> $5
                     ORDER BY g.geog <-> \(origin)
-                ) near
-                CROSS JOIN LATERAL (
-                    SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = near.id AND c.status = 'available' AND c.hidden_at IS NULL
+            """
+        /// The shown available copies `pin` places: its own, and a default pin's unpinned ones.
+        static func held(_ pin: String) -> String {
+            """
+            SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = \(pin).id AND c.status = 'available' AND c.hidden_at IS NULL
                     UNION ALL
                     SELECT c.id FROM copies c
-                    WHERE near.is_default AND c.owner_id = near.owner_id AND c.pin_id IS NULL AND c.status = 'available'
+                    WHERE \(pin).is_default AND c.owner_id = \(pin).owner_id AND c.pin_id IS NULL AND c.status = 'available'
                       AND c.hidden_at IS NULL
-                ) placed
+            """
+        }
+        static let sql = """
+            SELECT c.id, page.meters / 1000, \(CopiesStore.columns) FROM (
+                SELECT placed.copy_id, near.meters FROM (\(nearestPins)) near
+                CROSS JOIN LATERAL (\(held("near"))) placed
                 ORDER BY near.meters, placed.copy_id
                 LIMIT $4
             ) page
@@ -52,29 +58,13 @@ enum NearbyReferences {
     /// each). Parameters as `PostGIS`.
     struct PostGISOwners {
         static let origin = PostGIS.origin
-        static func holds(_ pin: String) -> String {
-            """
-            (EXISTS (SELECT 1 FROM copies c WHERE c.pin_id = \(pin).id AND c.status = 'available' AND c.hidden_at IS NULL)
-                             OR (\(pin).is_default AND EXISTS (SELECT 1 FROM copies c WHERE c.owner_id = \(pin).owner_id
-                                 AND c.pin_id IS NULL AND c.status = 'available' AND c.hidden_at IS NULL)))
-            """
-        }
+        static func holds(_ pin: String) -> String { "EXISTS (\(PostGIS.held(pin)))" }
         static let sql = """
             SELECT u.id, page.meters / 1000,
-                   (SELECT count(*) FROM bench_pin_geog op CROSS JOIN LATERAL (
-                        SELECT c.id FROM copies c WHERE c.pin_id = op.id AND c.status = 'available' AND c.hidden_at IS NULL
-                        UNION ALL
-                        SELECT c.id FROM copies c WHERE op.is_default AND c.owner_id = op.owner_id AND c.pin_id IS NULL
-                          AND c.status = 'available' AND c.hidden_at IS NULL
-                    ) held
+                   (SELECT count(*) FROM bench_pin_geog op CROSS JOIN LATERAL (\(PostGIS.held("op"))) held
                     WHERE op.owner_id = page.owner_id AND ST_Distance(op.geog, \(origin), false) <= $3 * 1000)
             FROM (
-                SELECT near.owner_id, near.meters FROM (
-                    SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
-                    FROM bench_pin_geog g
-                    WHERE ST_DWithin(g.geog, \(origin), $3 * 1000, false) AND g.owner_id <> $5
-                    ORDER BY g.geog <-> \(origin)
-                ) near
+                SELECT near.owner_id, near.meters FROM (\(PostGIS.nearestPins)) near
                 WHERE \(holds("near"))
                   AND NOT EXISTS (
                       SELECT 1 FROM bench_pin_geog o
