@@ -136,7 +136,7 @@ bench-portability: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench portability
 
 # p50/p99 of five paths at 100k, 1M and 5M copies (each size its own cluster under .bookworm/growth;
-# the first run seeds them: over an hour on two cores, 5M alone took 82 minutes here).
+# the first run seeds them: about an hour on two cores, 5M alone took 31 to 82 minutes here).
 bench-growth: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench growth
 

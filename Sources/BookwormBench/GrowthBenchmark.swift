@@ -91,9 +91,11 @@ struct GrowthBenchmark {
 
     static func routes(_ origins: [(latitude: Double, longitude: Double)]) -> [Route] {
         let near = origins.map { "latitude=\($0.latitude)&longitude=\($0.longitude)&radius_km=10" }
-        // A phone's city view: about 11 km by 10 km around the point.
-        let boxes = origins.map { String(format: "%.4f,%.4f,%.4f,%.4f", $0.longitude - 0.075, $0.latitude - 0.045,
-                                         $0.longitude + 0.075, $0.latitude + 0.045) }
+        // A phone's city view: about 11 km by 10 km around the point. Beside the antimeridian its
+        // edges wrap, as a map client sends them (west > east crosses it).
+        func wrapped(_ longitude: Double) -> Double { longitude > 180 ? longitude - 360 : longitude < -180 ? longitude + 360 : longitude }
+        let boxes = origins.map { String(format: "%.4f,%.4f,%.4f,%.4f", wrapped($0.longitude - 0.075), $0.latitude - 0.045,
+                                         wrapped($0.longitude + 0.075), $0.latitude + 0.045) }
         return [
             Route(name: "library search", paths: searches.map { "/v1/copies?limit=20&q=" + $0.replacingOccurrences(of: " ", with: "%20") }),
             Route(name: "nearby copies", paths: near.map { "/v1/nearby/copies?\($0)&limit=50" }),
