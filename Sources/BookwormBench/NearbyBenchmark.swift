@@ -100,7 +100,7 @@ struct NearbyBenchmark {
         var ownersProject: [Double] = []
         var ownersPostGIS: [Double] = []
         var ownersMoreRounds = 0
-        /// Points where the owners or their matching copies differ (and the differing owners' distances).
+        /// Points where the owners or their matching copies differ, with both sides' counts of owners.
         var ownersMismatches: [String] = []
     }
 
