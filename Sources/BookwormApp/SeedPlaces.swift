@@ -25,7 +25,7 @@ package enum SeedCities {
         ("Petropavlovsk", GeoPoint(latitude: 53.024, longitude: 158.643), 1), ("Anadyr", GeoPoint(latitude: 64.734, longitude: 177.514), 1),
     ]
 
-    package static func pick(using generator: inout SystemRandomNumberGenerator) -> GeoPoint {
+    package static func pick<G: RandomNumberGenerator>(using generator: inout G) -> GeoPoint {
         let total = all.reduce(0) { $0 + $1.weight }
         var roll = Int.random(in: 0..<total, using: &generator)
         for city in all {
@@ -36,7 +36,7 @@ package enum SeedCities {
     }
 
     /// A point around `centre`, denser near the middle (most within ~8 km), wrapped at ±180°.
-    package static func scatter(around centre: GeoPoint, using generator: inout SystemRandomNumberGenerator) -> GeoPoint {
+    package static func scatter<G: RandomNumberGenerator>(around centre: GeoPoint, using generator: inout G) -> GeoPoint {
         let distance = pow(Double.random(in: 0..<1, using: &generator), 1.5) * 12 / Geo.earthRadiusKm * 180 / .pi
         let bearing = Double.random(in: 0..<(2 * .pi), using: &generator)
         let latitude = min(89.999, max(-89.999, centre.latitude + distance * cos(bearing)))

@@ -92,20 +92,25 @@ struct BenchDatabase {
     }
 
     /// Each transaction's latency in milliseconds: one client, `-M prepared`, `transactions` runs
-    /// of `script` with pgbench variables `definitions` (`-D name=value` pairs).
-    func pgbenchLatencies(_ pgbench: String, script: String, definitions: [String], transactions: Int) throws -> [Double] {
+    /// of `script` with pgbench variables `definitions` (`-D name=value` pairs), after `warmUp`
+    /// runs left out (a new connection's first run prepares and plans the statement).
+    func pgbenchLatencies(_ pgbench: String, script: String, definitions: [String], transactions: Int, warmUp: Int = 0) throws -> [Double] {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-pgbench-\(getpid())-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let file = folder.appendingPathComponent("script.sql").path
         try script.write(toFile: file, atomically: true, encoding: .utf8)
-        _ = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", "prepared", "-c", "1", "-t", "\(transactions)",
+        _ = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", "prepared", "-c", "1", "-t", "\(transactions + warmUp)",
                                     "-l", "--log-prefix", folder.appendingPathComponent("log").path] + definitions + ["-f", file, "bookworm"])
         let logs = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("log") }
         // Each line: client, transaction, latency in microseconds, script, epoch seconds, microseconds.
         return try logs.flatMap { name in
             try String(contentsOfFile: folder.appendingPathComponent(name).path, encoding: .utf8).split(separator: "\n")
-                .compactMap { line in line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }.map { $0 / 1000 } }
+                .compactMap { line -> Double? in
+                    let fields = line.split(separator: " ")
+                    guard fields.count > 2, let run = Int(fields[1]), run > warmUp else { return nil }  // numbered from 1
+                    return Double(fields[2]).map { $0 / 1000 }
+                }
         }
     }
 

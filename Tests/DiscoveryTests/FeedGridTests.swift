@@ -144,11 +144,16 @@ import Testing
                 let micros: String = after.map { "\($0.micros)" } ?? "NULL"
                 let id: String = after.map { "'\($0.id.uuidString)'" } ?? "NULL"
                 let cellList: String = "'{" + cells.map { String($0) }.joined(separator: ",") + "}'"
-                let arguments: [String] = [kindText, "NULL", "NULL", micros, id, "6", "'\(viewer.uuidString)'", "51.5", "-0.12", "5", cellList]
+                let band: [String] = PostsStore.bandValues(area).map { value in
+                    if case .double(let degrees?) = value { return "\(degrees)" }
+                    return "NULL"
+                }
+                let arguments: [String] = [kindText, "NULL", "NULL", micros, id, "6", "'\(viewer.uuidString)'", "51.5", "-0.12", "5", cellList] + band
                 let read = try await app.db.withConnection { connection in
                     try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
                     try await connection.query(PostgresQuery(unsafeSQL: """
-                        PREPARE grid_plan(text, text, uuid, int8, uuid, int8, uuid, float8, float8, float8, int8[]) AS \(statement.sql)
+                        PREPARE grid_plan(text, text, uuid, int8, uuid, int8, uuid, float8, float8, float8, int8[],
+                                          float8, float8, float8, float8, float8, float8) AS \(statement.sql)
                         """), logger: Self.logger)
                     var plan = ""
                     for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
