@@ -144,7 +144,16 @@ import Testing
                 let worker = try app.worker(sink, lock: lock, policy: policy(batch: 60))
                 let drained = Task { try await worker.drain() }
                 try await sink.waitForMessages(BatchDelivery.maxUnrecorded + 1)
-                try await app.db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+                // The sender can be that far ahead a moment before the record reaches its lock; and
+                // only this test's database: other tests' backends may be waiting on locks too.
+                let waiting = "FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                #expect(try await eventually {
+                    for try await count in try await app.db.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 " + waiting)).decode(Int.self) {
+                        return count > 0
+                    }
+                    return false
+                })
+                try await app.db.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) " + waiting))
                 try await lock.release()
                 await #expect(throws: (any Error).self) { try await drained.value }
                 #expect(sink.messages().count == BatchDelivery.maxUnrecorded + 1)
