@@ -143,7 +143,7 @@ struct FeedBenchmark {
         for origin in origins.prefix(100) {
             let runs = try latencies(origin, runs: 20)
             timings.nearbyPgbench += runs
-            slowest.append((Percentiles(runs).p50, origin))
+            if !runs.isEmpty { slowest.append((Percentiles(runs).p50, origin)) }
         }
         // The p99 of 20 runs at each of 100 points is the slowest point's time: name it.
         let named = slowest.sorted { $0.median > $1.median }.prefix(3)
