@@ -24,8 +24,9 @@ import Testing
             try await Self.plan(statement, on: client)
         }
         let plan = try JSONSerialization.jsonObject(with: Data(text.utf8))
-        #expect(Self.subplans(in: plan) == 0, "subplans in \(plan)")
-        #expect(Self.nodeTypes(in: plan).filter { $0.contains("Anti") }.count == 2, "\(Self.nodeTypes(in: plan))")
+        let nodes = PlanRows.nodes(in: plan)
+        #expect(nodes.filter { $0["Parent Relationship"] as? String == "SubPlan" }.isEmpty, "subplans in \(plan)")
+        #expect(nodes.filter { ($0["Join Type"] as? String ?? "").contains("Anti") }.count == 2, "\(nodes.compactMap { $0["Join Type"] })")
     }
 
     @Test func theOwnersOwnListHasNoVisibilityCheckAtAll() {
@@ -42,20 +43,5 @@ import Testing
         let query = PostgresQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) " + statement.sql, binds: SQLStatement.bindings(statement.values))
         for try await part in try await client.query(query, logger: logger).decode(String.self) { text += part }
         return text
-    }
-
-    static func subplans(in node: Any) -> Int {
-        children(of: node).map(subplans).reduce(0, +)
-            + ((node as? [String: Any])?["Parent Relationship"] as? String == "SubPlan" ? 1 : 0)
-    }
-
-    static func nodeTypes(in node: Any) -> [String] {
-        [(node as? [String: Any])?["Join Type"] as? String ?? ""].filter { !$0.isEmpty } + children(of: node).flatMap(nodeTypes)
-    }
-
-    private static func children(of node: Any) -> [Any] {
-        if let list = node as? [Any] { return list }
-        guard let object = node as? [String: Any] else { return [] }
-        return [object["Plan"] as Any?, object["Plans"] as Any?].compactMap { $0 }
     }
 }
