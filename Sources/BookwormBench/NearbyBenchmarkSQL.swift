@@ -10,7 +10,7 @@ enum NearbyBenchmarkSQL {
     /// a page of `limit`), parameters as literals, for pgbench.
     static func nearbyCopies(latitude: Double, longitude: Double, radiusKm: Double, limit: Int, caller: UUID) -> String {
         NearbyStore.copiesStatement(query(latitude, longitude, radiusKm, caller), after: nil, limit: limit,
-                                    pinLimit: NearbyStore.firstPinLimit).literalSQL
+                                    pinLimit: NearbyStore.firstPinLimit(limit: limit)).literalSQL
     }
 
     /// The first page exactly as the server gets it (`NearbyStore.copies`: prepared statement,

@@ -138,10 +138,10 @@ enum NearbyReferences {
     }
 
     /// The project's statement timed as the references are (prepared, raw rows on one
-    /// connection, nothing decoded past the keys), in the server's rounds: the 32 nearest pins,
-    /// then 256, … until the page is provably complete. Returns (milliseconds, copy ids, rounds).
+    /// connection, nothing decoded past the keys), in the server's rounds (`NearbyStore.inRounds`)
+    /// until the page is provably complete. Returns (milliseconds, copy ids, rounds).
     static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID], Int) {
-        try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstPinLimit, statement: NearbyCopiesSQL.init,
+        try await timeRounds(query, limit: limit, statement: NearbyCopiesSQL.init,
                              key: { try $0[5].decode(UUID.self) }, on: connection)
     }
 
@@ -149,7 +149,7 @@ enum NearbyReferences {
     static func timeProjectOwners(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws
         -> (Double, [OwnerKey], Int)
     {
-        try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstOwnersPinLimit(limit: limit), statement: NearbyOwnersSQL.init,
+        try await timeRounds(query, limit: limit, statement: NearbyOwnersSQL.init,
                              key: { OwnerKey(id: try $0[3].decode(UUID.self), matching: try $0[6].decode(Int64.self)) }, on: connection)
     }
 
@@ -159,26 +159,25 @@ enum NearbyReferences {
     }
 
     private static func timeRounds<Statement: PreparedSQL, Key>(
-        _ query: NearbyQuery, limit: Int, firstRound: Int, statement: ([SQLValue]) -> Statement, key: (PostgresRandomAccessRow) throws -> Key,
+        _ query: NearbyQuery, limit: Int, statement: ([SQLValue]) -> Statement, key: (PostgresRandomAccessRow) throws -> Key,
         on connection: PostgresConnection) async throws -> (Double, [Key], Int)
     {
         var keys: [Key] = []
         var rounds = 0
         let elapsed = try await ContinuousClock().measure {
-            var pinLimit = firstRound
+            var pinLimit = NearbyStore.firstPinLimit(limit: limit)
             while true {
                 let values = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit).values
-                var boundary: Double?, lastChord: Double?
+                var more = false
                 keys = []
                 rounds += 1
                 for try await row in try await connection.execute(statement(values), logger: connection.logger) {
                     let cells = PostgresRandomAccessRow(row)
-                    boundary = try cells[0].decode(Double?.self)
-                    guard let chord = try cells[1].decode(Double?.self) else { continue }
-                    lastChord = chord
+                    more = try cells[0].decode(Bool.self)
+                    guard try cells[1].decode(Double?.self) != nil else { continue }
                     keys.append(try key(cells))
                 }
-                if NearbyStore.isComplete(boundary: boundary, rows: keys.count, lastChord: lastChord, limit: limit) { break }
+                if NearbyStore.isComplete(more: more, rows: keys.count, limit: limit) { break }
                 pinLimit *= 8
             }
         }

@@ -7,36 +7,31 @@ import PostgresNIO
 /// Nearby owners: the owners of matching available copies within the radius, nearest first by
 /// their nearest pin that holds one, with how many matching copies they have in the radius.
 extension NearbyStore {
-    /// In rounds of nearest pins, as `copiesSQL`: `near` is the `pinLimit` nearest pins with
-    /// their ties, `beyond` the nearest pin left out. An owner's place in the order is their
-    /// nearest pin holding a matching copy; every pin nearer than `beyond` was tried, so an owner
-    /// ordered before `beyond` has their true place, and a full page ending before it is the true
-    /// page (`isComplete`). Pins are not cut at the cursor: an owner shown on an earlier page must
-    /// still be seen to stand before it. Matching copies are counted over all the page owners'
-    /// pins in the radius, for the page only. Parameters $1–$14, as `copiesSQL`; as there, the
-    /// unfiltered shape reads copies from the `*_shown_idx` partial indexes alone, so a crowded
-    /// cell centre costs index entries.
+    /// As `copiesSQL`, and as a skilled PostGIS user writes it: `near`'s pins nearest first,
+    /// each kept where it holds a matching copy and no nearer pin of the same owner does (so an
+    /// owner comes once, at their nearest holding pin, and an owner placed before the cursor
+    /// never comes again), sorted by (chord, owner) incrementally to the page. Matching copies
+    /// are counted over all the page owners' pins in the radius, for the page only. Parameters
+    /// $1–$14, as `copiesSQL`; as there, the unfiltered shape reads copies from the
+    /// `*_shown_idx` partial indexes alone, so a crowded cell centre costs index entries.
     static func ownersSQL(filtered: Bool) -> String {
         let matching = matching(filtered: filtered)
-        return nearestPins(pinsInRadius, columns: "bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) AS distance")
+        return nearestPins(from: "$11")
         + """
-            , owners AS (
-                SELECT near.owner_id, min(near.chord) AS chord, min(near.distance) AS distance
+            , page AS (
+                SELECT near.owner_id, near.chord, near.distance
                 FROM near
-                WHERE EXISTS (SELECT 1 FROM copies c WHERE c.pin_id = near.id AND \(matching))
-                   OR (near.is_default AND EXISTS (SELECT 1 FROM copies c
-                                                   WHERE c.owner_id = near.owner_id AND c.pin_id IS NULL AND \(matching)))
-                GROUP BY near.owner_id
-            ), page AS (
-                SELECT * FROM owners
-                WHERE $11::float8 IS NULL OR (chord, owner_id) > ($11, $12)
-                ORDER BY chord, owner_id
+                WHERE (\(holds("near", matching)))
+                  AND NOT EXISTS (SELECT 1 FROM pins o
+                                  WHERE o.owner_id = near.owner_id AND (o.public_xyz <-> \(origin), o.id) < (near.chord, near.id)
+                                    AND (\(holds("o", matching))))
+                  AND ($11::float8 IS NULL OR (near.chord, near.owner_id) > ($11, $12))
+                ORDER BY near.chord, near.owner_id
                 LIMIT $13
-            ), meta AS (
-                -- $9 and $10 are named in every shape, so that both shapes take the same parameters.
-                SELECT (SELECT chord FROM beyond) AS boundary, $9::text[] AS words, $10::text AS isbn
             )
-            SELECT meta.boundary, page.chord, page.distance, u.id, u.username, u.display_name,
+            """ + more + """
+
+            SELECT meta.more, page.chord, page.distance, u.id, u.username, u.display_name,
                    (SELECT count(*) FROM pins op CROSS JOIN LATERAL (
                         SELECT c.id FROM copies c WHERE c.pin_id = op.id AND \(matching)
                         UNION ALL
@@ -46,6 +41,15 @@ extension NearbyStore {
             FROM meta LEFT JOIN (page JOIN users u ON u.id = page.owner_id) ON true
             ORDER BY page.chord, u.id
             """
+    }
+
+    /// SQL: `pin` holds a matching copy, its own or, as its owner's default pin, an unplaced one.
+    private static func holds(_ pin: String, _ matching: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM copies c WHERE c.pin_id = \(pin).id AND \(matching))
+                         OR (\(pin).is_default AND EXISTS (SELECT 1 FROM copies c
+                                                         WHERE c.owner_id = \(pin).owner_id AND c.pin_id IS NULL AND \(matching)))
+        """
     }
 
     /// An available copy that others may see and, filtered, that matches the search ($9 words,
@@ -60,16 +64,13 @@ extension NearbyStore {
             """
     }
 
-    /// Rounds of nearest pins (and their ties), twice the page first, then eight times as many
-    /// each round, until the page is provably complete, as for copies.
+    /// In rounds of nearest pins, as copies.
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
         let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
-            return try await inRounds(limit: limit, firstRound: Self.firstOwnersPinLimit(limit: limit),
-                                      statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
+            return try await inRounds(limit: limit, statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
         }
-        return try await inRounds(limit: limit, firstRound: Self.firstOwnersPinLimit(limit: limit),
-                                  statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
+        return try await inRounds(limit: limit, statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
     }
 
     static func owner(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyOwner {

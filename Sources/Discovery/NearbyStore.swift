@@ -28,67 +28,70 @@ package struct NearbyStore: Sendable {
 
     static let origin = "cube(ARRAY[$1, $2, $3]::float8[])"
 
-    /// The chord to 1e-12 (6 µm on the ground): two places at the same great-circle distance
-    /// can differ in the last bits of their chords, and must still tie (and be ordered by id).
-    static let roundedChord = "floor((p.public_xyz <-> \(origin)) * 1e12 + 0.5) / 1e12"
+    /// The chord to the origin on the unit sphere: the order of great-circle distance, and the
+    /// very expression the index's nearest-neighbour scan orders by, so that a sort on it above
+    /// the scan is incremental (homes sharing a cell's centre tie exactly and go by id).
+    static let chord = "p.public_xyz <-> \(origin)"
 
-    /// Pins in the radius, not the caller's nor blocked either way, past the cursor's distance.
-    /// A suspended owner is left out copy by copy in `placedCopies`, not here: a filter on the owner's
-    /// row in this scan made the planner give up the nearest-neighbour index scan (0.8 → 40 ms).
-    static let candidatePins = pinsInRadius + """
-
-                  AND ($11::float8 IS NULL OR \(roundedChord) >= $11)
-        """
-
-    /// Pins in the radius, not the caller's nor blocked either way.
-    static let pinsInRadius = """
+    /// `nearest`: the `$14` pins nearest to the origin from the cursor's distance on, not the
+    /// caller's nor blocked either way (and every pin tied with the last, so each pin left out
+    /// is strictly farther than each pin in); `near`: those within the radius. The radius is
+    /// applied above the `LIMIT`, not as a box the index could search: given a box, the planner
+    /// may read the whole radius by bitmap and sort it, which it did whenever it guessed the
+    /// box small (a guess that grows with the table only; a city of 8,500 pins took 12 ms).
+    /// Without one, the nearest-neighbour scan is its only ordered path, and a short page stops
+    /// at `$14` pins even where the radius holds none. Both are inlined where they are read, so
+    /// the scan yields pins only as the page above it asks for them. A suspended owner is left
+    /// out copy by copy, not here: a filter on the owner's row in this scan made the planner
+    /// give up the nearest-neighbour scan.
+    static func nearestPins(from cursor: String?) -> String {
+        let after = cursor.map { "\n              AND ($11::float8 IS NULL OR \(chord) >= \($0))" } ?? ""
+        return """
+            WITH nearest AS NOT MATERIALIZED (
+                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(chord) AS chord
                 FROM pins p
-                WHERE p.public_xyz <@ cube_enlarge(\(origin), $4, 3)
-                  AND bookworm_distance_km($5, $6, p.public_latitude, p.public_longitude) <= $7
-                  AND p.owner_id <> $8
-                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
+                WHERE p.owner_id <> $8
+                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))\(after)
+                ORDER BY \(chord)
+                FETCH FIRST $14 ROWS WITH TIES
+            ), near AS NOT MATERIALIZED (
+                SELECT nearest.*, km.distance FROM nearest
+                CROSS JOIN LATERAL (SELECT bookworm_distance_km($5, $6, nearest.public_latitude, nearest.public_longitude) AS distance) km
+                WHERE km.distance <= $7
+            )
+            """
+    }
+
+    /// Whether a page may be missing rows: only when it is short and every one of `nearest`'s
+    /// `$14` pins was within the radius (else the radius ends among them). A full page is the
+    /// true page, since every pin left out is farther than every pin in. Counted only for a short page (the `CASE` runs the second scan only then); `$9`
+    /// and `$10` are named so that both shapes take the same parameters.
+    static let more = """
+            , meta AS (
+                SELECT CASE WHEN (SELECT count(*) FROM page) < $13 THEN (SELECT count(*) FROM near) >= $14 ELSE false END AS more,
+                       $9::text[] AS words, $10::text AS isbn
+            )
         """
 
-    /// Nearest first by the index's nearest-neighbour scan over unit-sphere points: `near` is
-    /// the `pinLimit` nearest pins (with every pin tied with the last, as home pins in one cell
-    /// share its centre), and their copies are ordered by (chord, copy id), which is the
-    /// great-circle order. `beyond` is the nearest pin left out: nothing it or any farther pin
-    /// holds can come before its chord, so a full page ending before it is the true page (see
-    /// `isComplete`). The candidates are copy ids only (index-only reads of
-    /// `copies_pin_shown_idx` and `copies_owner_unpinned_shown_idx` when the request has no
-    /// words or ISBN); copies, books and owners are joined for the page only. The last tie group
-    /// of `near` (which may be hundreds of homes at one cell's centre) is read only when the
-    /// pins before it leave the page short. The meta row (`beyond`'s chord, or null when every
-    /// pin in the radius was tried) comes back even when the page is empty. Parameters $1–$14;
+    /// Nearest first, as a skilled PostGIS user writes it: the copies of `near`'s pins in
+    /// (chord, copy id) order, an incremental sort that stops at the page, so a page that
+    /// fills from the ten nearest pins reads ten pins. The candidates are copy ids only
+    /// (index-only reads of `copies_pin_shown_idx` and `copies_owner_unpinned_shown_idx` when
+    /// the request has no words or ISBN); copies, books and owners are joined for the page
+    /// only. The meta row (`more`) comes back even when the page is empty. Parameters $1–$14;
     /// `filtered` is the shape for a request with words or an ISBN.
     static func copiesSQL(filtered: Bool) -> String {
-        nearestPins(candidatePins, columns: "p.public_latitude, p.public_longitude") + """
-            , last AS (
-                -- $9 and $10 are named in every shape, so that both shapes take the same parameters.
-                SELECT max(chord) AS chord, $9::text[] AS words, $10::text AS isbn FROM near
-            ), head AS (
-                SELECT placed.id, near.chord, near.public_latitude, near.public_longitude
+        nearestPins(from: "$11") + """
+            , page AS (
+                SELECT placed.id, near.chord, near.distance, near.public_latitude, near.public_longitude
                 FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))) placed
-                WHERE near.chord < (SELECT chord FROM last)
-                  AND ($11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12))
+                WHERE $11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12)
                 ORDER BY near.chord, placed.id
                 LIMIT $13
-            ), tail AS (
-                SELECT placed.id, near.chord, near.public_latitude, near.public_longitude
-                FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))) placed
-                WHERE near.chord = (SELECT chord FROM last) AND (SELECT count(*) FROM head) < $13
-                  AND ($11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12))
-                ORDER BY placed.id
-                LIMIT $13
-            ), page AS (
-                SELECT * FROM head UNION ALL SELECT * FROM tail
-                ORDER BY chord, id
-                LIMIT $13
-            ), meta AS (
-                SELECT (SELECT chord FROM beyond) AS boundary
             )
-            SELECT meta.boundary, page.chord,
-                   bookworm_distance_km($5, $6, page.public_latitude, page.public_longitude), page.public_latitude, page.public_longitude,
+            """ + more + """
+
+            SELECT meta.more, page.chord, page.distance, page.public_latitude, page.public_longitude,
                    \(CopiesStore.columns)
             FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.id JOIN books b ON b.id = c.book_id
                                  JOIN users u ON u.id = c.owner_id) ON true
@@ -116,38 +119,6 @@ package struct NearbyStore: Sendable {
                 """
     }
 
-    /// `near`, the `$14` nearest of `pins` with every pin tied with the last (id, owner, default
-    /// flag, `columns`, chord), and `beyond`, the nearest of `pins` left out: a round's two halves,
-    /// for copies and owners alike. One nearest-neighbour scan yields both: it fetches one pin
-    /// more than `near` (with that pin's ties), and the first fetched pin past the `$14`-th's
-    /// distance is `beyond`. Only when that extra pin ties with the `$14`-th (home pins sharing a
-    /// cell's centre) is `beyond` looked for by a second scan; otherwise that scan never runs.
-    static func nearestPins(_ pins: String, columns: String) -> String {
-        """
-            WITH fetched AS MATERIALIZED (
-                SELECT p.id, p.owner_id, p.is_default, \(columns), \(roundedChord) AS chord,
-                       p.public_xyz <-> \(origin) AS exact
-                \(pins)
-                ORDER BY p.public_xyz <-> \(origin)
-                FETCH FIRST ($14 + 1) ROWS WITH TIES
-            ), cut AS (
-                SELECT (SELECT exact FROM fetched ORDER BY exact OFFSET ($14 - 1) LIMIT 1) AS exact,
-                       (SELECT count(*) FROM fetched) > $14 AS more
-            ), near AS (
-                SELECT fetched.* FROM fetched, cut WHERE cut.exact IS NULL OR fetched.exact <= cut.exact
-            ), beyond AS (
-                (SELECT fetched.chord FROM fetched, cut WHERE fetched.exact > cut.exact ORDER BY fetched.exact LIMIT 1)
-                UNION ALL
-                (SELECT \(roundedChord) AS chord
-                \(pins)
-                  AND (SELECT more FROM cut) AND NOT EXISTS (SELECT 1 FROM fetched, cut WHERE fetched.exact > cut.exact)
-                  AND p.public_xyz <-> \(origin) > (SELECT exact FROM cut)
-                ORDER BY p.public_xyz <-> \(origin)
-                LIMIT 1)
-            )
-            """
-    }
-
     /// A round's parameters $1–$14, the same for copies and owners and for either shape.
     static func roundValues(_ query: NearbyQuery, after: DistanceCursor?, limit: Int, pinLimit: Int) -> [SQLValue] {
         sphereValues(query) + [
@@ -162,34 +133,23 @@ package struct NearbyStore: Sendable {
                      values: roundValues(query, after: after, limit: limit, pinLimit: pinLimit))
     }
 
-    /// Pins tried in the first round. With 16, 142 of the nearby benchmark's 1,000 city pages of
-    /// 50 needed a second round; with 32, none did. The copies of pins a page does not reach cost
-    /// index entries only, and the last tie group is read only when needed.
-    package static let firstPinLimit = 32
+    /// Pins a round may read: where they are dense, a page fills from the pins it needs and
+    /// reads no further; where they are sparse, a round reads this many and keeps those in the
+    /// radius. Twice the page, so that a page of owners with two pins each fills in one round.
+    package static func firstPinLimit(limit: Int) -> Int { max(128, 2 * limit) }
 
-    /// Owners: a page of `limit` owners needs at least as many pins, and an owner often has two
-    /// in the radius (a home and a meetup place), so the first round takes half as many again.
-    package static func firstOwnersPinLimit(limit: Int) -> Int { max(firstPinLimit, (limit + 1) * 3 / 2) }
+    /// Whether a round's rows are the true page: a full page always is; a short one is, unless
+    /// the round stopped at its pins (`more`).
+    package static func isComplete(more: Bool, rows: Int, limit: Int) -> Bool { rows == limit || !more }
 
-    /// Whether a page drawn from the pins tried is the true page: either they were every pin
-    /// in the radius (no `boundary`), or the page is full and ends strictly before the nearest
-    /// pin not tried (which, like every pin farther out, could only add later rows).
-    package static func isComplete(boundary: Double?, rows: Int, lastChord: Double?, limit: Int) -> Bool {
-        guard let boundary else { return true }
-        guard rows == limit, let lastChord else { return false }
-        return lastChord < boundary
-    }
-
-    /// Rounds of 32, 256, 2,048… nearest pins (and their ties) until the page is provably
-    /// complete; one round in all but sparse cases.
+    /// One round in all but rare searches in dense places (see `firstPinLimit`), or a radius
+    /// holding more than that many pins and fewer copies than a page.
     package func copies(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyCopy] {
         let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
-            return try await inRounds(limit: limit, firstRound: Self.firstPinLimit, statement: { NearbyFilteredCopiesSQL(values: values($0)) },
-                                      row: Self.copy)
+            return try await inRounds(limit: limit, statement: { NearbyFilteredCopiesSQL(values: values($0)) }, row: Self.copy)
         }
-        return try await inRounds(limit: limit, firstRound: Self.firstPinLimit, statement: { NearbyCopiesSQL(values: values($0)) },
-                                  row: Self.copy)
+        return try await inRounds(limit: limit, statement: { NearbyCopiesSQL(values: values($0)) }, row: Self.copy)
     }
 
     static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
@@ -197,26 +157,23 @@ package struct NearbyStore: Sendable {
                    sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
     }
 
-    /// Runs `statement` for 32 nearest pins, then 8 times as many each round, until a round's
-    /// rows prove the page complete (`isComplete`). Every row's first cell is `beyond`'s chord and
+    /// Runs `statement` for `firstPinLimit` pins, then 8 times as many each round, until a
+    /// round's rows prove the page complete (`isComplete`). Every row's first cell is `more` and
     /// its second the row's chord, null on the meta row that comes back alone for an empty page.
     func inRounds<Statement: PreparedSQL, Row>(
-        limit: Int, firstRound: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
+        limit: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
     {
-        var pinLimit = firstRound
+        var pinLimit = Self.firstPinLimit(limit: limit)
         while true {
             var result: [Row] = []
-            var boundary: Double?, lastChord: Double?
+            var more = false
             for found in try await client.execute(statement(pinLimit), logger: logger) {
                 let cells = PostgresRandomAccessRow(found)
-                boundary = try cells[0].decode(Double?.self)
+                more = try cells[0].decode(Bool.self)
                 guard let chord = try cells[1].decode(Double?.self) else { continue }
                 result.append(try row(cells, chord))
-                lastChord = chord
             }
-            if Self.isComplete(boundary: boundary, rows: result.count, lastChord: lastChord, limit: limit) {
-                return result
-            }
+            if Self.isComplete(more: more, rows: result.count, limit: limit) { return result }
             pinLimit *= 8
         }
     }
