@@ -97,6 +97,8 @@ struct NearbyBenchmark {
         var nonEmpty = 0
         /// Points whose page took more than one round of nearest pins.
         var moreRounds = 0
+        /// Each point's (project, PostGIS) milliseconds, to name the points behind the p99.
+        var byPoint: [(project: Double, postGIS: Double, origin: String)] = []
         var ownersProject: [Double] = []
         var ownersPostGIS: [Double] = []
         var ownersMoreRounds = 0
@@ -127,6 +129,7 @@ struct NearbyBenchmark {
                 _ = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
                 let (projectElapsed, _, rounds) = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
                 timings.projectSQL.append(projectElapsed)
+                timings.byPoint.append((projectElapsed, elapsed, String(format: "(%.4f, %.4f)", origin.latitude, origin.longitude)))
                 if rounds > 1 { timings.moreRounds += 1 }
                 timings.cubeFloor.append(try await NearbyReferences.time(
                     NearbyReferences.CubeFloor(latitude: origin.latitude, longitude: origin.longitude, limit: limit), on: connection).0)
@@ -228,6 +231,9 @@ struct NearbyBenchmark {
         ]).render())
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
         if !timings.ownersMismatches.isEmpty { print("owners differ at: \(timings.ownersMismatches.prefix(10).joined(separator: ", "))") }
+        let slowest = timings.byPoint.sorted { $0.project > $1.project }.prefix(5)
+            .map { String(format: "%@ %.2f ms (PostGIS %.2f)", $0.origin, $0.project, $0.postGIS) }
+        print("nearby copies, slowest points: " + slowest.joined(separator: ", "))
         let best = "PostGIS best practice"
         try BenchResults.write("nearby", [
             ResultRow("nearby copies p50", project.p50, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p50), ratio: ratio50,

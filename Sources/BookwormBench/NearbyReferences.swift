@@ -1,3 +1,4 @@
+import Accounts
 import BookwormCore
 import Catalog
 import Discovery
@@ -11,8 +12,10 @@ enum NearbyReferences {
     /// Best-practice PostGIS: geography + GiST, `ST_DWithin` and `ORDER BY geog <-> point` in the
     /// pins' subquery, so the index yields pins nearest first and the sort by (distance, copy id)
     /// is incremental (the outer sort key must be that very `<->` expression, in metres: sorting
-    /// by kilometres made it a full sort of every pin in the radius). Copies hidden by reports
-    /// are left out, as the product must, which lets it read the same partial indexes. $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
+    /// by kilometres made it a full sort of every pin in the radius). It keeps the product's
+    /// rules, so that it answers the same question: copies hidden by reports (which lets it read
+    /// the same partial indexes) and suspended owners' copies are left out, and owners blocked
+    /// either way (the same SQL as the product's, `Visibility` and `BlocksStore`). $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
     struct PostGIS: PreparedSQL {
         static let origin = "ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography"
         /// Pins in the radius, not the caller's, nearest first by the GiST index.
@@ -20,16 +23,17 @@ enum NearbyReferences {
             SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
                     FROM bench_pin_geog g
                     WHERE ST_DWithin(g.geog, \(origin), $3 * 1000, false) AND g.owner_id <> $5
+                      AND \(BlocksStore.noBlockBetween("$5", "g.owner_id"))
                     ORDER BY g.geog <-> \(origin)
             """
         /// The shown available copies `pin` places: its own, and a default pin's unpinned ones.
         static func held(_ pin: String) -> String {
             """
-            SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = \(pin).id AND c.status = 'available' AND c.hidden_at IS NULL
+            SELECT c.id AS copy_id FROM copies c WHERE c.pin_id = \(pin).id AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
                     UNION ALL
                     SELECT c.id FROM copies c
                     WHERE \(pin).is_default AND c.owner_id = \(pin).owner_id AND c.pin_id IS NULL AND c.status = 'available'
-                      AND c.hidden_at IS NULL
+                      AND \(Visibility.shown("c", owner: "owner_id"))
             """
         }
         static let sql = """
@@ -164,6 +168,8 @@ enum NearbyReferences {
     {
         var keys: [Key] = []
         var rounds = 0
+        // As the server runs it (`Database.executeOnGenericPlan`), set outside the timing.
+        try await connection.query("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)", logger: connection.logger)
         let elapsed = try await ContinuousClock().measure {
             var pinLimit = NearbyStore.firstPinLimit(limit: limit)
             while true {
@@ -181,6 +187,7 @@ enum NearbyReferences {
                 pinLimit *= 8
             }
         }
+        try await connection.query("RESET plan_cache_mode", logger: connection.logger)
         return (elapsed.milliseconds, keys, rounds)
     }
 
