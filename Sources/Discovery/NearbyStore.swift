@@ -44,28 +44,29 @@ package struct NearbyStore: Sendable {
     /// the scan yields pins only as the page above it asks for them. A suspended owner is left
     /// out copy by copy, not here: a filter on the owner's row in this scan made the planner
     /// give up the nearest-neighbour scan.
-    static func nearestPins(from cursor: String?) -> String {
-        let after = cursor.map { "\n              AND ($11::float8 IS NULL OR \(chord) >= \($0))" } ?? ""
-        return """
+    /// The radius's chord (`$4`, a hair wide) is tested first, so that the haversine runs only
+    /// for pins at its edge or inside.
+    static let nearestPins = """
             WITH nearest AS NOT MATERIALIZED (
                 SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(chord) AS chord
                 FROM pins p
                 WHERE p.owner_id <> $8
-                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))\(after)
+                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
+                  AND ($11::float8 IS NULL OR \(chord) >= $11)
                 ORDER BY \(chord)
                 FETCH FIRST $14 ROWS WITH TIES
             ), near AS NOT MATERIALIZED (
                 SELECT nearest.*, km.distance FROM nearest
                 CROSS JOIN LATERAL (SELECT bookworm_distance_km($5, $6, nearest.public_latitude, nearest.public_longitude) AS distance) km
-                WHERE km.distance <= $7
+                WHERE nearest.chord <= $4 AND km.distance <= $7
             )
             """
-    }
 
     /// Whether a page may be missing rows: only when it is short and every one of `nearest`'s
     /// `$14` pins was within the radius (else the radius ends among them). A full page is the
-    /// true page, since every pin left out is farther than every pin in. Counted only for a short page (the `CASE` runs the second scan only then); `$9`
-    /// and `$10` are named so that both shapes take the same parameters.
+    /// true page, since every pin left out is farther than every pin in. Counted only for a
+    /// short page (the `CASE` runs the second scan only then); `$9` and `$10` are named so that
+    /// both shapes take the same parameters.
     static let more = """
             , meta AS (
                 SELECT CASE WHEN (SELECT count(*) FROM page) < $13 THEN (SELECT count(*) FROM near) >= $14 ELSE false END AS more,
@@ -81,7 +82,7 @@ package struct NearbyStore: Sendable {
     /// only. The meta row (`more`) comes back even when the page is empty. Parameters $1–$14;
     /// `filtered` is the shape for a request with words or an ISBN.
     static func copiesSQL(filtered: Bool) -> String {
-        nearestPins(from: "$11") + """
+        nearestPins + """
             , page AS (
                 SELECT placed.id, near.chord, near.distance, near.public_latitude, near.public_longitude
                 FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))) placed
