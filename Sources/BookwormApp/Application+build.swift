@@ -46,23 +46,21 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         throw error
     }
 
-    let client = PostgresClient(
-        configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: config.databaseDeadlines.statement),
-        backgroundLogger: logger)
-    let database = Database(client: client, deadlines: config.databaseDeadlines)
+    let (database, primaryClients) = pools(settings, config: config, logger: logger)
+    services += primaryClients
     var reads = database
     if let url = config.databaseReadURL {
-        let replica = PostgresClient(
-            configuration: try DatabaseSettings(url: url).clientConfiguration(
-                poolSize: config.databasePoolSize, statementTimeout: config.databaseDeadlines.statement),
-            backgroundLogger: logger)
-        services.append(replica)
-        reads = Database.readReplica(client: replica, primary: database)
+        let (replica, replicaClients) = pools(try DatabaseSettings(url: url), config: config, logger: logger)
+        services += replicaClients
+        reads = Database.readReplica(client: replica.client, primary: database)
+        if let replicaGeneric = replica.genericPlans, let primaryGeneric = database.genericPlans {
+            reads = reads.withGenericPlans(Database.readReplica(client: replicaGeneric.database.client, primary: primaryGeneric.database))
+        }
     }
     let hasher = try PasswordHasher(settings: config.hashing)
     let parts = try makeRouter(config: config, client: database, reads: reads, hasher: hasher, migrator: migrator, logger: logger)
     parts.router.addMethodNotAllowedResponders()
-    services += [client, hasher] + parts.services
+    services += [hasher] + parts.services
     if let port = config.metricsPort {
         services.append(metricsService(host: config.metricsHost, port: port,
                                        scrape: MetricsScrape(database: database, hasher: hasher, logger: logger), logger: logger))
@@ -88,6 +86,22 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         logger.notice("serving", metadata: ["address": .string("http://\(config.host):\(config.port)")])
     }
     return app
+}
+
+/// The app's pool of one database, and beside it the smaller pool whose sessions plan every
+/// statement generically (`GenericPlanPool`, for the nearby statements): a quarter of the pool
+/// size, at least two. Returns the database and both clients, to run as services.
+func pools(_ settings: DatabaseSettings, config: Config, logger: Logger) -> (Database, [PostgresClient]) {
+    let timeout = config.databaseDeadlines.statement
+    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: timeout),
+                                backgroundLogger: logger)
+    let generic = PostgresClient(
+        configuration: settings.clientConfiguration(poolSize: max(2, config.databasePoolSize / 4), statementTimeout: timeout, genericPlans: true),
+        backgroundLogger: logger)
+    let usage = PoolUsage()
+    let database = Database(client: client, deadlines: config.databaseDeadlines, usage: usage)
+        .withGenericPlans(Database(client: generic, deadlines: config.databaseDeadlines, usage: usage))
+    return (database, [client, generic])
 }
 
 /// Raises the open-files limit and keeps the connection cap below it, with room for the

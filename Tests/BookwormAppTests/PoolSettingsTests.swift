@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Testing
+@testable import BookwormApp
 @testable import BookwormCore
 @testable import BookwormTestSupport
 
@@ -19,6 +20,34 @@ import Testing
             }
             #expect(admin == ["jit": "on", "statement_timeout": "0"])
         }
+    }
+
+    /// The nearby statements' way: on the app's generic pool, a statement is planned
+    /// generically by the connection's own setting (sent when it connected: source "client");
+    /// without that pool, by `SET LOCAL` after `BEGIN` (source "session"), three round trips more.
+    @Test func statementsHeldToTheirGenericPlanRunOnTheGenericPoolWithoutSetLocal() async throws {
+        try await withApp { app in
+            let logger = Logger(label: "pool-settings-test")
+            let (database, clients) = pools(app.settings, config: .forTests(app.settings), logger: logger)
+            try await withThrowingDiscardingTaskGroup { group in
+                for client in clients { group.addTask { await client.run() } }
+                defer { group.cancelAll() }
+                let pooled = try await database.executeOnGenericPlan(PlanModeProbe(), on: nil, logger: logger)
+                    .map { try $0.decode((String, String).self) }
+                #expect(pooled.map(\.0) == ["force_generic_plan"])
+                #expect(pooled.map(\.1) == ["client"])
+                let plain = Database(client: database.client, deadlines: database.deadlines)
+                let wrapped = try await plain.executeOnGenericPlan(PlanModeProbe(), on: nil, logger: logger)
+                    .map { try $0.decode((String, String).self) }
+                #expect(wrapped.map(\.0) == ["force_generic_plan"])
+                #expect(wrapped.map(\.1) == ["session"])
+            }
+        }
+    }
+
+    private struct PlanModeProbe: PreparedSQL {
+        static let sql = "SELECT setting, source FROM pg_settings WHERE name = 'plan_cache_mode'"
+        let values: [SQLValue] = []
     }
 
     private static func settings(_ client: PostgresClient, _ logger: Logger) async throws -> [String: String] {

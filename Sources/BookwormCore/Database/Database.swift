@@ -39,13 +39,22 @@ package struct Database: Sendable {
     package let usage: PoolUsage
     /// Set when this is a read replica: where reads go while the replica is away.
     package let replicaOf: ReplicaFallback?
+    /// A pool of the same database whose sessions plan every statement generically, for
+    /// `executeOnGenericPlan` (see `GenericPlanPool`).
+    package let genericPlans: GenericPlanPool?
 
     package init(client: PostgresClient, deadlines: DatabaseDeadlines = .init(), usage: PoolUsage = PoolUsage(),
-                 replicaOf: ReplicaFallback? = nil) {
+                 replicaOf: ReplicaFallback? = nil, genericPlans: GenericPlanPool? = nil) {
         self.client = client
         self.deadlines = deadlines
         self.usage = usage
         self.replicaOf = replicaOf
+        self.genericPlans = genericPlans
+    }
+
+    /// This database with `pool` for the statements held to their generic plans.
+    package func withGenericPlans(_ pool: Database) -> Database {
+        Database(client: client, deadlines: deadlines, usage: usage, replicaOf: replicaOf, genericPlans: GenericPlanPool(pool))
     }
 
     /// A read replica (`DATABASE_READ_URL`) for the read-only search endpoints. It waits less
@@ -91,11 +100,13 @@ package struct Database: Sendable {
 
     /// `execute` on the statement's generic plan, whatever PostgreSQL's cost model would pick:
     /// for a statement whose generic plan a test holds to be right and whose planning costs more
-    /// than its run. `SET LOCAL` needs a transaction: on `connection` the caller has one open,
-    /// else the statement gets one of its own.
+    /// than its run. Outside a transaction, on the `genericPlans` pool: one round trip. Else
+    /// `SET LOCAL`, which needs a transaction: on `connection` the caller has one open, and
+    /// without a generic pool the statement gets one of its own (three round trips more).
     package func executeOnGenericPlan<Statement: PostgresPreparedStatement>(
         _ statement: Statement, on connection: PostgresConnection?, logger: Logger) async throws -> [Statement.Row]
     {
+        if connection == nil, let genericPlans { return try await genericPlans.database.execute(statement, logger: logger) }
         @Sendable func run(_ connection: PostgresConnection) async throws -> Transfer<[Statement.Row]> {
             try await connection.query(PostgresQuery(unsafeSQL: Self.genericPlanSetting), logger: logger)
             var rows: [Statement.Row] = []

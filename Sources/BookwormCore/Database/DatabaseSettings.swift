@@ -88,8 +88,9 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     /// mark sent) does not wait for the WAL flush, so a message costs no disk sync. Only a crash
     /// of PostgreSQL itself can then lose the last few milliseconds of it: a claim or renewal
     /// (harmless) or a "sent" (that message goes out again), never anything a user wrote.
+    /// `genericPlans` is for the pool of `Database.executeOnGenericPlan` (`GenericPlanPool`).
     package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil,
-                                     asynchronousCommit: Bool = false) -> PostgresClient.Configuration {
+                                     asynchronousCommit: Bool = false, genericPlans: Bool = false) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -114,6 +115,9 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         }
         if asynchronousCommit {
             configuration.options.additionalStartupParameters.append(("synchronous_commit", "off"))
+        }
+        if genericPlans {
+            configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
         }
         return configuration
     }

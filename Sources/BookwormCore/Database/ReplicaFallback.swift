@@ -32,3 +32,15 @@ package final class ReplicaFallback: Sendable {
         restingUntil.withLock { $0 = ContinuousClock.now + Self.rest }
     }
 }
+
+/// A second pool of the same database whose connections start with
+/// `plan_cache_mode = force_generic_plan`, so a statement held to its generic plan costs one
+/// round trip instead of `BEGIN`, `SET LOCAL`, the statement and `COMMIT`. A class, so that a
+/// `Database` can hold one (and a read replica's, the primary's as its fallback).
+package final class GenericPlanPool: Sendable {
+    package let database: Database
+
+    package init(_ database: Database) {
+        self.database = database
+    }
+}
