@@ -1,5 +1,5 @@
-
 import BookwormApp
+import BookwormCore
 import Discovery
 import Foundation
 import Logging
@@ -43,8 +43,8 @@ struct FeedBenchmark {
 
         let position = try FeedBenchmarkSQL.decodeCursor(cursor)
         let origins = BenchmarkPoints.cityWeighted(count: points).map { GeoPoint(latitude: $0.latitude, longitude: $0.longitude) }
-        var sql = try await server.clientSettings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
-            try await measureSQL(client: client, after: position, origins: origins)
+        var sql = try await server.withClients { client, asServer in
+            try await measureSQL(client: client, asServer: asServer, after: position, origins: origins)
         }
         try measurePgbench(&sql, pgbench: pgbench, database: database, origins: origins)
 
@@ -83,7 +83,9 @@ struct FeedBenchmark {
 
     /// The statements themselves, one connection, so the cursor/OFFSET difference is the
     /// database's alone; then the nearby feed over city-weighted points.
-    private func measureSQL(client: PostgresClient, after: (micros: Int64, id: UUID), origins: [GeoPoint]) async throws -> SQLTimings {
+    private func measureSQL(client: PostgresClient, asServer: Database, after: (micros: Int64, id: UUID), origins: [GeoPoint]) async throws
+        -> SQLTimings
+    {
         var timings = SQLTimings()
         let clock = ContinuousClock()
         let statements = [
@@ -119,9 +121,10 @@ struct FeedBenchmark {
             }
             for _ in 0..<100 { timings.londonByPins.append(try await Self.timedIDs(connection, nearbyByPins(centre)).0) }
         }
-        // The same points as the server gets them: pool, deadlines, and the hops between them.
+        // The same points as the server gets them: pool (its generic-plan pool), deadlines, and the hops between them.
+        let served = PostsStore(client: asServer, logger: Logger(label: "bench"))
         for origin in origins {
-            timings.nearbyServer.append(try await Self.timedPage(store, origin, radiusKm: radiusKm, limit: limit, on: nil).0)
+            timings.nearbyServer.append(try await Self.timedPage(served, origin, radiusKm: radiusKm, limit: limit, on: nil).0)
         }
         return timings
     }

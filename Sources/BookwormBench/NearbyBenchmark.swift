@@ -1,5 +1,5 @@
-
 import BookwormApp
+import BookwormCore
 import Discovery
 import Foundation
 import Logging
@@ -39,8 +39,8 @@ struct NearbyBenchmark {
         try database.execute(NearbyBenchmarkSQL.prewarm)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
-        let timings = try await server.clientSettings.makeClient(poolSize: 1, logger: Logger(label: "bench")).whileRunning { client in
-            try await measure(client: client, origins: origins)
+        let timings = try await server.withClients { client, asServer in
+            try await measure(client: client, asServer: asServer, origins: origins)
         }
 
         let throughput = try measureThroughput(tools, database: database, at: Array(origins.prefix(16)))
@@ -109,13 +109,15 @@ struct NearbyBenchmark {
     /// Per point, alternating: the project's page (prepared, as the server runs it), the
     /// best-practice PostGIS page, and the two floors; every statement prepared on the one
     /// connection, so none pays for parsing or planning.
-    private func measure(client: PostgresClient, origins: [(latitude: Double, longitude: Double)]) async throws -> Timings {
+    private func measure(client: PostgresClient, asServer: Database, origins: [(latitude: Double, longitude: Double)]) async throws
+        -> Timings
+    {
         var timings = Timings()
         let clock = ContinuousClock()
         for (index, origin) in origins.enumerated() {
             var projectRows: [(UUID, Double)] = []
             timings.project.append(try await clock.measure {
-                projectRows = try await NearbyBenchmarkSQL.projectPage(client: client, latitude: origin.latitude, longitude: origin.longitude,
+                projectRows = try await NearbyBenchmarkSQL.projectPage(database: asServer, latitude: origin.latitude, longitude: origin.longitude,
                                                                        radiusKm: radiusKm, limit: limit, caller: nobody)
             }.milliseconds)
             let postGISRows = try await client.withConnection { connection -> [(UUID, Double)] in

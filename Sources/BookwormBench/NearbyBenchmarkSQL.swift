@@ -1,3 +1,4 @@
+import BookwormCore
 import Discovery
 import Foundation
 import Logging
@@ -15,9 +16,9 @@ enum NearbyBenchmarkSQL {
 
     /// The first page exactly as the server gets it (`NearbyStore.copies`: prepared statement,
     /// rounds of nearest pins): copy ids and `distance_km`, nearest first.
-    static func projectPage(client: PostgresClient, latitude: Double, longitude: Double, radiusKm: Double, limit: Int,
-                                   caller: UUID) async throws -> [(UUID, Double)] {
-        let store = NearbyStore(client: .forAdministration(client), logger: Logger(label: "bench"))
+    static func projectPage(database: Database, latitude: Double, longitude: Double, radiusKm: Double, limit: Int,
+                            caller: UUID) async throws -> [(UUID, Double)] {
+        let store = NearbyStore(client: database, logger: Logger(label: "bench"))
         return try await store.copies(query(latitude, longitude, radiusKm, caller), after: nil, limit: limit)
             .map { ($0.copy.id, $0.distanceKm) }
     }

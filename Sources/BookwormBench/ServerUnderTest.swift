@@ -1,6 +1,8 @@
 
 import BookwormCore
 import Foundation
+import Logging
+import PostgresNIO
 
 /// The release `bookworm serve` binary as a child process on the embedded database under
 /// `.bookworm/bench`, so the figures include the real HTTP stack, driver and PostgreSQL.
@@ -68,6 +70,20 @@ final class ServerUnderTest {
     var clientSettings: DatabaseSettings {
         DatabaseSettings(endpoint: .socket(path: dataDirectory + "/postgres/.s.PGSQL.5432"), username: "bookworm",
                          password: nil, database: "bookworm")
+    }
+
+    /// A client of one connection, and the same as a `Database` with a generic-plan pool beside
+    /// it, as the server's pools are (`pools` in `Application+build.swift`), for the rows that
+    /// time a page "as the server gets it".
+    func withClients<T: Sendable>(_ body: @Sendable (PostgresClient, Database) async throws -> T) async throws -> T {
+        let logger = Logger(label: "bench"), settings = clientSettings
+        return try await settings.makeClient(poolSize: 1, logger: logger).whileRunning { client in
+            let generic = PostgresClient(configuration: settings.clientConfiguration(poolSize: 1, genericPlans: true),
+                                         backgroundLogger: logger)
+            return try await generic.whileRunning { generic in
+                try await body(client, Database.forAdministration(client).withGenericPlans(.forAdministration(generic)))
+            }
+        }
     }
 
     /// psql and pgbench against the embedded cluster.
