@@ -20,7 +20,10 @@ struct NearbyBenchmark {
     let port: Int
     let radiusKm = 10.0
     let limit = 50
+    /// The caller of pgbench's throughput scripts: no user, so no blocks, as the HTTP runs' accounts.
     let nobody = UUID(uuidString: "00000000-0000-0000-0000-000000000000") ?? UUID()
+    /// The caller of the comparison with PostGIS: a user with blocks both ways (`viewerSetup`).
+    let viewer = UUID(uuidString: "00000000-0000-0000-0000-00000000b10c") ?? UUID()
 
     func run() async throws {
         let tools = try LoadTools.find()
@@ -36,6 +39,7 @@ struct NearbyBenchmark {
         }
         print("setting up PostGIS beside the project's schema…")
         try database.execute(NearbyBenchmarkSQL.postGISSetup)
+        try database.execute(NearbyBenchmarkSQL.viewerSetup(viewer))
         try database.execute(NearbyBenchmarkSQL.prewarm)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
@@ -97,6 +101,8 @@ struct NearbyBenchmark {
         var nonEmpty = 0
         /// Points whose page took more than one round of nearest pins.
         var moreRounds = 0
+        /// Points whose page the viewer's blocks change (against a caller without blocks).
+        var changedByBlocks = 0
         /// Each point's (project, PostGIS) milliseconds, to name the points behind the p99.
         var byPoint: [(project: Double, postGIS: Double, origin: String)] = []
         var ownersProject: [Double] = []
@@ -118,16 +124,16 @@ struct NearbyBenchmark {
             var projectRows: [(UUID, Double)] = []
             timings.project.append(try await clock.measure {
                 projectRows = try await NearbyBenchmarkSQL.projectPage(database: asServer, latitude: origin.latitude, longitude: origin.longitude,
-                                                                       radiusKm: radiusKm, limit: limit, caller: nobody)
+                                                                       radiusKm: radiusKm, limit: limit, caller: viewer)
             }.milliseconds)
             let postGISRows = try await client.withConnection { connection -> [(UUID, Double)] in
                 let reference = NearbyReferences.literalPostGIS(latitude: origin.latitude, longitude: origin.longitude,
-                                                                radiusKm: radiusKm, limit: limit, caller: nobody)
+                                                                radiusKm: radiusKm, limit: limit, caller: viewer)
                 let (elapsed, rows) = try await NearbyReferences.timePrepared(reference, on: connection)
                 timings.postGIS.append(elapsed)
                 // Run once to warm as the reference is (its first execution plans and warms it).
                 let query = NearbyQuery(origin: GeoPoint(latitude: origin.latitude, longitude: origin.longitude), radiusKm: radiusKm,
-                                        callerID: nobody)
+                                        callerID: viewer)
                 _ = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
                 let (projectElapsed, _, rounds) = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
                 timings.projectSQL.append(projectElapsed)
@@ -143,9 +149,12 @@ struct NearbyBenchmark {
                     return (try cells[0].decode(UUID.self), try cells[1].decode(Double.self))
                 }
             }
+            let unblocked = try await NearbyBenchmarkSQL.projectPage(database: asServer, latitude: origin.latitude,
+                                                                     longitude: origin.longitude, radiusKm: radiusKm, limit: limit, caller: nobody)
+            if unblocked.map(\.0) != projectRows.map(\.0) { timings.changedByBlocks += 1 }
             if index < 20 {
                 let full = NearbyBenchmarkSQL.fullScan(latitude: origin.latitude, longitude: origin.longitude,
-                                                       radiusKm: radiusKm, limit: limit, caller: nobody)
+                                                       radiusKm: radiusKm, limit: limit, caller: viewer)
                 timings.fullScan.append(try await run(full, on: client))
             }
             if !projectRows.isEmpty { timings.nonEmpty += 1 }
@@ -159,7 +168,7 @@ struct NearbyBenchmark {
     private func measureOwners(_ query: NearbyQuery, at origin: (latitude: Double, longitude: Double), on connection: PostgresConnection,
                                into timings: inout Timings) async throws {
         let reference = NearbyReferences.literalPostGISOwners(latitude: origin.latitude, longitude: origin.longitude,
-                                                              radiusKm: radiusKm, limit: limit, caller: nobody)
+                                                              radiusKm: radiusKm, limit: limit, caller: viewer)
         let (elapsed, rows) = try await NearbyReferences.timePrepared(reference, on: connection)
         timings.ownersPostGIS.append(elapsed)
         _ = try await NearbyReferences.timeProjectOwners(query, limit: limit, on: connection)
@@ -219,6 +228,8 @@ struct NearbyBenchmark {
             ["same ids (a) vs (b)", "\(sameIDs) of \(timings.project.count)", "\(timings.edgeOnly) differ only at the edge", "all",
              timings.mismatches.isEmpty ? "yes" : "NO"],
             ["queries with results", "\(timings.nonEmpty) of \(timings.project.count)", "-", "-", "-"],
+            ["pages the viewer's blocks change (2,000 owners blocked either way)", "\(timings.changedByBlocks) of \(timings.project.count)",
+             "-", "-", "-"],
             ["pages needing a second round of pins (first round \(NearbyStore.firstPinLimit(limit: limit)))",
              "\(timings.moreRounds) of \(timings.project.count)", "-", "-", "-"],
             ["(d) project's nearby owners statement (prepared, timed as (e) is)", ms(owners.p50), ms(owners.p99),

@@ -70,6 +70,25 @@ enum NearbyBenchmarkSQL {
                                            'bench_pin_geog'::regclass));
         """
 
+    /// The viewer the comparison with PostGIS runs as: a user of its own who has blocked a
+    /// thousand owners of pins and been blocked by a thousand more (one in fifty owners), so
+    /// that both sides must apply the block rule to return the same ids. A block changes only
+    /// what its two users see, so no other benchmark's figures move. Idempotent.
+    static func viewerSetup(_ viewer: UUID) -> String {
+        let id = "'\(viewer.uuidString)'::uuid"
+        return """
+            INSERT INTO users (id, email, email_normalized, username, password_hash)
+            VALUES (\(id), 'nearby-viewer@bench.invalid', 'nearby-viewer@bench.invalid', 'nearby_bench_viewer', 'x')
+            ON CONFLICT DO NOTHING;
+            DELETE FROM blocks WHERE blocker_id = \(id) OR blocked_id = \(id);
+            INSERT INTO blocks (blocker_id, blocked_id)
+                SELECT \(id), owner_id FROM (SELECT DISTINCT owner_id FROM pins ORDER BY owner_id LIMIT 1000) o;
+            INSERT INTO blocks (blocker_id, blocked_id)
+                SELECT owner_id, \(id) FROM (SELECT DISTINCT owner_id FROM pins ORDER BY owner_id OFFSET 1000 LIMIT 1000) o;
+            ANALYZE blocks;
+            """
+    }
+
     /// A geography copy of the pins' public points for PostGIS, with its GiST index.
     package static let postGISSetup = """
         CREATE EXTENSION IF NOT EXISTS postgis;
