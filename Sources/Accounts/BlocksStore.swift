@@ -24,6 +24,17 @@ package struct BlocksStore: Sendable {
         """
     }
 
+    /// The same as two probes of the blocks' indexes per row, for a scan that yields rows one
+    /// at a time (nearest pins): `OFFSET 0` keeps each a subplan. As a join, the generic plan
+    /// read all the viewer's blocks once and compared every pin with each of them (1.2 ms a
+    /// page for a viewer with 2,000 blocks, against 0.34 ms).
+    package static func noBlockByProbes(_ viewer: String, _ owner: String) -> String {
+        """
+        NOT EXISTS (SELECT 1 FROM blocks bl WHERE bl.blocker_id = \(viewer) AND bl.blocked_id = \(owner) OFFSET 0)
+                  AND NOT EXISTS (SELECT 1 FROM blocks bl WHERE bl.blocker_id = \(owner) AND bl.blocked_id = \(viewer) OFFSET 0)
+        """
+    }
+
     package func block(_ blocked: UUID, by blocker: UUID, on connection: PostgresConnection? = nil) async throws {
         try await client.query("""
             INSERT INTO blocks (blocker_id, blocked_id) VALUES (\(blocker), \(blocked)) ON CONFLICT DO NOTHING

@@ -15,7 +15,9 @@ enum NearbyReferences {
     /// by kilometres made it a full sort of every pin in the radius). It keeps the product's
     /// rules, so that it answers the same question: copies hidden by reports (which lets it read
     /// the same partial indexes) and suspended owners' copies are left out, and owners blocked
-    /// either way (the same SQL as the product's, `Visibility` and `BlocksStore`). $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
+    /// either way (the same SQL as the product's, `Visibility` and `BlocksStore.noBlockByProbes`,
+    /// which ran faster for it too: 0.31–0.32 ms at central London against 0.33–0.41 ms with
+    /// the blocks as one anti-join). $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
     struct PostGIS: PreparedSQL {
         static let origin = "ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography"
         /// Pins in the radius, not the caller's, nearest first by the GiST index.
@@ -23,7 +25,7 @@ enum NearbyReferences {
             SELECT g.id, g.owner_id, g.is_default, g.geog <-> \(origin) AS meters
                     FROM bench_pin_geog g
                     WHERE ST_DWithin(g.geog, \(origin), $3 * 1000, false) AND g.owner_id <> $5
-                      AND \(BlocksStore.noBlockBetween("$5", "g.owner_id"))
+                      AND \(BlocksStore.noBlockByProbes("$5", "g.owner_id"))
                     ORDER BY g.geog <-> \(origin)
             """
         /// The shown available copies `pin` places: its own, and a default pin's unpinned ones.

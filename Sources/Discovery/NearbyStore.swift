@@ -51,7 +51,7 @@ package struct NearbyStore: Sendable {
                 SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(chord) AS chord
                 FROM pins p
                 WHERE p.owner_id <> $8
-                  AND \(BlocksStore.noBlockBetween("$8", "p.owner_id"))
+                  AND \(BlocksStore.noBlockByProbes("$8", "p.owner_id"))
                   AND ($11::float8 IS NULL OR \(chord) >= $11)
                 ORDER BY \(chord)
                 FETCH FIRST $14 ROWS WITH TIES
