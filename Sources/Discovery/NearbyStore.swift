@@ -7,8 +7,9 @@ import Places
 import PostgresNIO
 
 /// Nearest-first searches. Distances are measured to each pin's public point only, so nothing
-/// another user sees depends on where inside its cell a home really is. The box prefilter
-/// uses the GiST index on public points; the exact haversine decides inclusion and order.
+/// another user sees depends on where inside its cell a home really is. The GiST index on
+/// public points yields pins nearest first (by their chord, which orders as the great-circle
+/// distance does); the exact haversine decides inclusion.
 package struct NearbyStore: Sendable {
     package let client: Database
     package let logger: Logger
