@@ -98,6 +98,38 @@ import Testing
         }
     }
 
+    /// 300 meetup pins in a line north, and copies only on the ten farthest: the first round's
+    /// 128 nearest pins, all inside the radius, hold none, so the page is empty but may be
+    /// missing rows, and the next round (1,024 pins) finds them. Copies and owners alike come
+    /// back whole and nearest first.
+    @Test func aRoundWhosePinsHoldNothingTakesTheNextRound() async throws {
+        try await withApp { app in
+            let observer = try await app.register()
+            let owners = [try #require(UUID(uuidString: try await app.register().id)), try #require(UUID(uuidString: try await app.register().id))]
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT CASE WHEN i % 2 = 0 THEN \(owners[0]) ELSE \(owners[1]) END, 'line ' || i, 'meetup',
+                       \(origin.latitude) + i * 0.0002, \(origin.longitude), \(origin.latitude) + i * 0.0002, \(origin.longitude)
+                FROM generate_series(1, 300) AS i
+                """)
+            try await app.db.query("INSERT INTO books (id, title, authors) VALUES ('00000000-0000-0000-0000-0000000000b1', 'Far', ARRAY['Away'])")
+            try await app.db.query("""
+                INSERT INTO copies (owner_id, book_id, condition, pin_id)
+                SELECT owner_id, '00000000-0000-0000-0000-0000000000b1', 'good', id FROM pins ORDER BY public_latitude DESC LIMIT 10
+                """)
+            var expected: [String] = []
+            for try await id in try await app.db.query("""
+                SELECT c.id FROM copies c JOIN pins p ON p.id = c.pin_id ORDER BY p.public_latitude, c.id
+                """).decode(UUID.self) { expected.append(id.apiString) }
+            let near = "latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=10"
+            let copies = try await app.allNearby("/v1/nearby/copies?" + near, token: observer.token, limit: 5)
+            #expect(copies.compactMap { $0["id"] as? String } == expected)
+            let found = try await app.allNearby("/v1/nearby/owners?" + near, token: observer.token, limit: 5)
+            #expect(Set(found.compactMap { ($0["user"] as? [String: Any])?["id"] as? String }) == Set(owners.map(\.apiString)))
+            #expect(found.compactMap { $0["matching_copies"] as? Int } == [5, 5])
+        }
+    }
+
     /// Pins with two copies each, of a thousand owners, spread over the rest of the world, so
     /// that the planner sees tables of a city's size: on a few hundred pins of one owner it
     /// rightly expects the radius to hold less than a page, and sorts it all. Bulk rows, so the
