@@ -43,12 +43,13 @@ struct NearbyBenchmark {
         try database.execute(NearbyBenchmarkSQL.prewarm)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
-        let timings = try await server.withClients { client, asServer in
-            try await measure(client: client, asServer: asServer, origins: origins)
+        let (timings, sparse) = try await server.withClients { client, asServer in
+            (try await measure(client: client, asServer: asServer, origins: origins),
+             try await SparseNearby.measure(client: client, origins: Array(origins.prefix(200)), radiusKm: radiusKm, limit: limit, caller: viewer))
         }
 
         let throughput = try measureThroughput(tools, database: database, at: Array(origins.prefix(16)))
-        try report(timings, throughput: throughput)
+        try report(timings, throughput: throughput, sparse: sparse)
     }
 
     struct Throughput {
@@ -204,7 +205,7 @@ struct NearbyBenchmark {
         }
     }
 
-    private func report(_ timings: Timings, throughput: Throughput) throws {
+    private func report(_ timings: Timings, throughput: Throughput, sparse: SparseNearby) throws {
         let server = Percentiles(timings.project), project = Percentiles(timings.projectSQL), postGIS = Percentiles(timings.postGIS)
         let cube = Percentiles(timings.cubeFloor), gisFloor = Percentiles(timings.postGISFloor), full = Percentiles(timings.fullScan)
         let ratio50 = project.p50 / max(postGIS.p50, 0.0001), ratio99 = project.p99 / max(postGIS.p99, 0.0001)
@@ -237,7 +238,7 @@ struct NearbyBenchmark {
             ["(e) PostGIS owners: <-> to the LIMIT, nearest holding pin per owner (prepared)", ms(gisOwners.p50), ms(gisOwners.p99), "-", "-"],
             ["same owners and matching copies (d) vs (e)", "\(timings.ownersProject.count - timings.ownersMismatches.count) of \(timings.ownersProject.count)",
              "-", "all", timings.ownersMismatches.isEmpty ? "yes" : "NO"],
-            ["owners pages needing a second round (first round \(NearbyStore.firstPinLimit(limit: limit)))",
+            ["owners pages needing a second round (first round \(NearbyStore.firstOwnersPinLimit(limit: limit)))",
              "\(timings.ownersMoreRounds) of \(timings.ownersProject.count)", "-", "-", "-"],
             throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared, goal: true),
             throughputRow("same HTTP figure", http, "pgbench default (simple)", simple, goal: false),
@@ -247,6 +248,7 @@ struct NearbyBenchmark {
         let slowest = timings.byPoint.sorted { $0.project > $1.project }.prefix(5)
             .map { String(format: "%@ %.2f ms (PostGIS %.2f)", $0.origin, $0.project, $0.postGIS) }
         print("nearby copies, slowest points: " + slowest.joined(separator: ", "))
+        sparse.print()
         let best = "PostGIS best practice"
         try BenchResults.write("nearby", [
             ResultRow("nearby copies p50", project.p50, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p50), ratio: ratio50,
@@ -266,7 +268,7 @@ struct NearbyBenchmark {
                       goal: "all", met: timings.mismatches.isEmpty),
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
                       ratio: http / max(prepared, 0.001), goal: ">= 0.8 x", met: http / max(prepared, 0.001) >= 0.8),
-        ])
+        ] + sparse.rows)
     }
 
     /// The goal (HTTP at least 0.8 x pgbench prepared) applies to the prepared reference.

@@ -153,7 +153,7 @@ enum NearbyReferences {
     /// connection, nothing decoded past the keys), in the server's rounds (`NearbyStore.inRounds`)
     /// until the page is provably complete. Returns (milliseconds, copy ids, rounds).
     static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID], Int) {
-        try await timeRounds(query, limit: limit, statement: NearbyCopiesSQL.init,
+        try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstPinLimit(limit: limit), statement: NearbyCopiesSQL.init,
                              key: { try $0[5].decode(UUID.self) }, on: connection)
     }
 
@@ -161,7 +161,7 @@ enum NearbyReferences {
     static func timeProjectOwners(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws
         -> (Double, [OwnerKey], Int)
     {
-        try await timeRounds(query, limit: limit, statement: NearbyOwnersSQL.init,
+        try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstOwnersPinLimit(limit: limit), statement: NearbyOwnersSQL.init,
                              key: { OwnerKey(id: try $0[3].decode(UUID.self), matching: try $0[6].decode(Int64.self)) }, on: connection)
     }
 
@@ -171,7 +171,7 @@ enum NearbyReferences {
     }
 
     private static func timeRounds<Statement: PreparedSQL, Key>(
-        _ query: NearbyQuery, limit: Int, statement: ([SQLValue]) -> Statement, key: (PostgresRandomAccessRow) throws -> Key,
+        _ query: NearbyQuery, limit: Int, firstRound: Int, statement: ([SQLValue]) -> Statement, key: (PostgresRandomAccessRow) throws -> Key,
         on connection: PostgresConnection) async throws -> (Double, [Key], Int)
     {
         var keys: [Key] = []
@@ -179,7 +179,7 @@ enum NearbyReferences {
         // As the server runs it (`Database.executeOnGenericPlan`), set outside the timing.
         try await connection.query("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)", logger: connection.logger)
         let elapsed = try await ContinuousClock().measure {
-            var pinLimit = NearbyStore.firstPinLimit(limit: limit)
+            var pinLimit = firstRound
             while true {
                 let values = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit).values
                 var more = false

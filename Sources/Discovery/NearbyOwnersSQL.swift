@@ -67,9 +67,11 @@ extension NearbyStore {
     package func owners(_ query: NearbyQuery, after: DistanceCursor?, limit: Int) async throws -> [NearbyOwner] {
         let values = { (pinLimit: Int) in Self.roundValues(query, after: after, limit: limit, pinLimit: pinLimit) }
         if query.isFiltered {
-            return try await inRounds(limit: limit, statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
+            return try await inRounds(limit: limit, firstRound: Self.firstOwnersPinLimit(limit: limit),
+                                      statement: { NearbyFilteredOwnersSQL(values: values($0)) }, row: Self.owner)
         }
-        return try await inRounds(limit: limit, statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
+        return try await inRounds(limit: limit, firstRound: Self.firstOwnersPinLimit(limit: limit),
+                                  statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
     }
 
     static func owner(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyOwner {

@@ -98,10 +98,10 @@ import Testing
         }
     }
 
-    /// 300 meetup pins in a line north, and copies only on the ten farthest: the first round's
-    /// 128 nearest pins, all inside the radius, hold none, so the page is empty but may be
-    /// missing rows, and the next round (1,024 pins) finds them. Copies and owners alike come
-    /// back whole and nearest first.
+    /// 300 meetup pins in a line north, and copies only on the ten farthest: the first rounds'
+    /// nearest pins (32, then 256 for copies; 64 for owners), all inside the radius, hold none,
+    /// so the page is empty but may be missing rows, and a later round finds them. Copies and
+    /// owners alike come back whole and nearest first.
     @Test func aRoundWhosePinsHoldNothingTakesTheNextRound() async throws {
         try await withApp { app in
             let observer = try await app.register()
