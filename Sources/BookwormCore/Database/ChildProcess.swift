@@ -35,6 +35,7 @@ package enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        closeInheritedDescriptors(&actions)
 
         let argv = ([executable] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
@@ -61,6 +62,23 @@ package enum ChildProcess {
         }
         return pid
     }
+
+    /// Every descriptor from 3 up is closed in the child. Sockets opened without `CLOEXEC` (by
+    /// this process or a library in it) would otherwise pass to the child and, through
+    /// `pg_ctl`, to a PostgreSQL that lives on: one that inherited about 960 of them refused to
+    /// start ("insufficient file descriptors", since it counts its own headroom from the
+    /// highest descriptor open). glibc has the action since 2.34 but does not export it to
+    /// Swift, so it is looked up by name; where it is missing, children inherit as before.
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = closeFromSymbol else { return }
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+    }
+
+    nonisolated(unsafe) private static let closeFromSymbol: UnsafeMutableRawPointer? = {
+        let handle = dlopen(nil, RTLD_NOW)
+        return dlsym(handle, "posix_spawn_file_actions_addclosefrom_np")
+    }()
 
     /// Waits for `pid` to end; its exit code, or 128 + the signal that ended it.
     @discardableResult
