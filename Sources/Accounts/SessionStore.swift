@@ -11,12 +11,15 @@ package struct SessionStore: Sendable {
     package let logger: Logger
 
     package let clock: any AppClock
+    /// Sessions just looked up (the API's processes); nil: every lookup reads the database.
+    package let cache: SessionCache?
 
-    package init(client: Database, policy: SessionPolicy, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, policy: SessionPolicy, logger: Logger, clock: any AppClock = SystemClock(), cache: SessionCache? = nil) {
         self.client = client
         self.policy = policy
         self.logger = logger
         self.clock = clock
+        self.cache = cache
     }
 
     /// Idle expiry is pushed forward at most once a minute, so reads stay reads.
@@ -52,17 +55,25 @@ package struct SessionStore: Sendable {
     /// The live session for `token` with its user, or nil when unknown, revoked or expired.
     func authenticate(token: String) async throws -> AuthenticatedSession? {
         guard token.hasPrefix("bw_"), token.utf8.count <= 100 else { return nil }
-        let lookup = SessionLookupSQL(tokenHash: Self.tokenHash(token), now: clock.now(), idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
+        let hash = Self.tokenHash(token), now = clock.now()
+        if let kept = cache?.session(hash, now: now) { return kept }
+        let generation = cache?.generation()
+        let lookup = SessionLookupSQL(tokenHash: hash, now: now, idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
         for row in try await client.execute(lookup, logger: logger) {
             let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10))
-            return AuthenticatedSession(sessionID: row.0, user: user)
+            let session = AuthenticatedSession(sessionID: row.0, user: user)
+            if let cache, let generation { cache.keep(hash, session, readAt: generation, now: now, expiresAt: row.11) }
+            return session
         }
         return nil
     }
 
     func revoke(sessionID: UUID) async throws {
-        try await client.query("UPDATE sessions SET revoked_at = \(clock.now()) WHERE id = \(sessionID) AND revoked_at IS NULL",
-                               logger: logger)
+        let rows = try await client.query("""
+            UPDATE sessions SET revoked_at = \(clock.now()) WHERE id = \(sessionID) AND revoked_at IS NULL RETURNING user_id
+            """, logger: logger)
+        // The trigger's notification reaches this process too, but maybe after the response.
+        for try await userID in rows.decode(UUID.self) { cache?.drop(userID: userID) }
     }
 
     /// Revokes every session of the user, but `keeping` if given.
@@ -72,6 +83,7 @@ package struct SessionStore: Sendable {
             WHERE user_id = \(userID) AND revoked_at IS NULL AND id IS DISTINCT FROM \(keeping)
             """
         try await client.query(query, on: connection, logger: logger)
+        cache?.drop(userID: userID)
     }
 
     /// Housekeeping: drop sessions that can no longer be used.
@@ -89,7 +101,7 @@ package struct SessionStore: Sendable {
 struct SessionLookupSQL: PostgresPreparedStatement {
     static let sql = """
         WITH live AS (
-            SELECT s.id, s.user_id, s.last_used_at FROM sessions s
+            SELECT s.id, s.user_id, s.last_used_at, LEAST(s.idle_expires_at, s.absolute_expires_at) AS expires_at FROM sessions s
             WHERE s.token_hash = $1 AND s.revoked_at IS NULL
               AND s.idle_expires_at > $4 AND s.absolute_expires_at > $4
         ), touched AS (
@@ -97,10 +109,10 @@ struct SessionLookupSQL: PostgresPreparedStatement {
                 idle_expires_at = LEAST($4 + make_interval(secs => $2), t.absolute_expires_at)
             FROM live WHERE t.id = live.id AND live.last_used_at < $4 - make_interval(secs => $3)
         )
-        SELECT live.id, \(AccountsStore.userColumns)
+        SELECT live.id, \(AccountsStore.userColumns), live.expires_at
         FROM live JOIN users u ON u.id = live.user_id AND u.suspended_at IS NULL
         """
-    typealias Row = (UUID, UUID, String, String, String?, String?, String?, Date?, Date, String, Date?)
+    typealias Row = (UUID, UUID, String, String, String?, String?, String?, Date?, Date, String, Date?, Date)
 
     let tokenHash: ByteBuffer
     let now: Date

@@ -144,7 +144,8 @@ func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bo
 func makeRouter(config: Config, client: Database, reads: Database, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
     throws -> (router: Router<AppRequestContext>, services: [any Service])
 {
-    let sessions = SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock)
+    let sessionCache = SessionCache()
+    let sessions = SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock, cache: sessionCache)
     let throttles = ThrottleStore(client: client, logger: logger, clock: config.clock)
     let users = AccountsStore(client: client, logger: logger)
     let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
@@ -209,7 +210,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                                     holds: ErasureSweep(client: client, logger: logger), exports: exports,
                                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
                                     clock: config.clock)
-    return (router, [housekeeping])
+    return (router, [housekeeping, SessionChanges(client: client, cache: sessionCache, logger: logger)])
 }
 
 /// Sync, import, export and account erasure (the Portability room), on `authenticated`; returns

@@ -108,6 +108,12 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         }
         configuration.options.maximumConnections = poolSize
         configuration.options.minimumConnections = 0
+        // No keep-alive pings: PostgresNIO arms a keep-alive timer for every connection it parks,
+        // a task group of two tasks and a Dispatch timer, and cancels it at the next lease, so
+        // each query paid for one. An idle connection is closed after a minute anyway. (Its idle
+        // timer costs the same, and goes only with a minimum of connections, which PostgresNIO
+        // 1.33 crashes on while the database is down: `OutageTests` caught it.)
+        configuration.options.keepAliveBehavior = nil
         if let statementTimeout {
             let milliseconds = DatabaseDeadlines(statement: statementTimeout).statementTimeoutMilliseconds
             configuration.options.additionalStartupParameters.append(("statement_timeout", "\(milliseconds)"))

@@ -1,0 +1,118 @@
+import BookwormCore
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// Sessions this process has just looked up, by token hash, for a few seconds: a signed-in
+/// request then skips the session statement, a second round trip and about a sixth of a
+/// nearby page's CPU. It is trusted only while `SessionChanges` holds `LISTEN sessions`, on
+/// which triggers name every user whose sessions or user row changed (migration 0021): their
+/// entries go at once. When the listener is not listening (starting, reconnecting), nothing is
+/// kept and every request reads its session. A revocation therefore reaches another process
+/// as fast as PostgreSQL delivers the notification, and this one before the response.
+package final class SessionCache: Sendable {
+    /// How long an entry is trusted at most, whatever the notifications say. Shorter than
+    /// `SessionStore.touchInterval`, so an active session's idle expiry still moves forward.
+    package static let lifetime: Double = 10
+
+    struct Entry {
+        let session: AuthenticatedSession
+        let keptUntil: Date
+    }
+
+    struct State {
+        var entries: [ByteBuffer: Entry] = [:]
+        var listening = false
+        /// Moves on every drop, so a lookup that raced one is not kept (see `keep`).
+        var generation: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    package init() {}
+
+    /// The session kept for `tokenHash`, if it is still trusted at `now`.
+    func session(_ tokenHash: ByteBuffer, now: Date) -> AuthenticatedSession? {
+        state.withLock { state in
+            guard state.listening, let entry = state.entries[tokenHash] else { return nil }
+            guard now < entry.keptUntil else {
+                state.entries[tokenHash] = nil
+                return nil
+            }
+            return entry.session
+        }
+    }
+
+    var isListening: Bool { state.withLock { $0.listening } }
+
+    /// Taken before a lookup in the database, and handed to `keep` after it.
+    func generation() -> UInt64 { state.withLock { $0.generation } }
+
+    /// Keeps a session read from the database, unless anything was dropped since the read
+    /// began (`generation`): its row may have changed after it was read.
+    func keep(_ tokenHash: ByteBuffer, _ session: AuthenticatedSession, readAt generation: UInt64, now: Date, expiresAt: Date) {
+        state.withLock { state in
+            guard state.listening, state.generation == generation else { return }
+            if state.entries.count >= 100_000 { state.entries.removeAll(keepingCapacity: true) }
+            let until = min(now.addingTimeInterval(Self.lifetime), expiresAt)
+            state.entries[tokenHash] = Entry(session: session, keptUntil: until)
+        }
+    }
+
+    /// Drops every kept session of `userID`.
+    package func drop(userID: UUID) {
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries = state.entries.filter { $0.value.session.user.id != userID }
+        }
+    }
+
+    /// Starts or stops trusting entries; either way, everything kept so far goes.
+    func setListening(_ listening: Bool) {
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries.removeAll()
+            state.listening = listening
+        }
+    }
+}
+
+/// Holds `LISTEN sessions` for `SessionCache`: each notification names a user whose kept
+/// sessions go. Reconnects after a pause when the connection drops; meanwhile the cache keeps
+/// nothing.
+package struct SessionChanges: Service {
+    let client: Database
+    let cache: SessionCache
+    let logger: Logger
+
+    package init(client: Database, cache: SessionCache, logger: Logger) {
+        self.client = client
+        self.cache = cache
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    // The raw client: this lease lasts as long as the service, past any deadline.
+                    try await client.client.withConnection { connection in
+                        let notifications = try await connection.listen("sessions")
+                        cache.setListening(true)
+                        defer { cache.setListening(false) }
+                        for try await notification in notifications {
+                            guard let userID = UUID(uuidString: notification.payload) else { continue }
+                            cache.drop(userID: userID)
+                        }
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.debug("session listener reconnecting", metadata: ["error": .string("\(error)")])
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import Accounts
+@testable import BookwormCore
+@testable import BookwormTestSupport
+
+/// `SessionCache` against a real PostgreSQL: what another process changes (a `SessionStore`
+/// without the cache, or SQL by hand, as the moderation CLI would) reaches the kept sessions
+/// through the triggers' notifications.
+@Suite struct SessionCacheTests {
+    private static let logger = Logger(label: "session-cache-test")
+
+    @Test func aSessionRevokedOrAUserChangedElsewhereIsDroppedAndReadAgain() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await withListener(app) { cache, store in
+                let hash = SessionStore.tokenHash(account.token)
+                let first = try #require(try await store.authenticate(token: account.token))
+                #expect(cache.session(hash, now: app.clock.now()) != nil)
+
+                try await app.db.query("UPDATE users SET display_name = 'Renamed' WHERE id = \(first.user.id)")
+                #expect(try await eventually { cache.session(hash, now: app.clock.now()) == nil })
+                #expect(try await store.authenticate(token: account.token)?.user.displayName == "Renamed")
+
+                let elsewhere = SessionStore(client: app.db, policy: SessionPolicy(), logger: Self.logger, clock: app.clock)
+                try await elsewhere.revokeAll(userID: first.user.id)
+                #expect(try await eventually { cache.session(hash, now: app.clock.now()) == nil })
+                #expect(try await store.authenticate(token: account.token) == nil)
+            }
+        }
+    }
+
+    @Test func anErasedUsersSessionsAreDropped() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await withListener(app) { cache, store in
+                let hash = SessionStore.tokenHash(account.token)
+                let session = try #require(try await store.authenticate(token: account.token))
+                try await app.db.query("DELETE FROM users WHERE id = \(session.user.id)")
+                #expect(try await eventually { cache.session(hash, now: app.clock.now()) == nil })
+                #expect(try await store.authenticate(token: account.token) == nil)
+            }
+        }
+    }
+
+    /// A logout in this process answers only after its own entry is gone, notification or not.
+    @Test func aLogoutHereDropsTheSessionBeforeItAnswers() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await withListener(app) { cache, store in
+                let session = try #require(try await store.authenticate(token: account.token))
+                try await store.revoke(sessionID: session.sessionID)
+                #expect(cache.session(SessionStore.tokenHash(account.token), now: app.clock.now()) == nil)
+                #expect(try await store.authenticate(token: account.token) == nil)
+            }
+        }
+    }
+
+    /// An entry is trusted for `SessionCache.lifetime` at most: then the session is read (and
+    /// its idle expiry moved) again.
+    @Test func anEntryIsKeptForItsLifetimeOnly() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await withListener(app) { cache, store in
+                let hash = SessionStore.tokenHash(account.token)
+                _ = try #require(try await store.authenticate(token: account.token))
+                app.clock.advance(by: SessionCache.lifetime - 1)
+                #expect(cache.session(hash, now: app.clock.now()) != nil)
+                app.clock.advance(by: 2)
+                #expect(cache.session(hash, now: app.clock.now()) == nil)
+            }
+        }
+    }
+
+    /// Without its listener the cache keeps nothing; when the listener's connection ends, what
+    /// it kept goes, and it keeps again once it listens anew.
+    @Test func nothingIsKeptWhileTheListenerIsAway() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let hash = SessionStore.tokenHash(account.token)
+            let unheard = SessionCache()
+            let store = SessionStore(client: app.db, policy: SessionPolicy(), logger: Self.logger, clock: app.clock, cache: unheard)
+            #expect(try await store.authenticate(token: account.token) != nil)
+            #expect(unheard.session(hash, now: app.clock.now()) == nil)
+
+            try await withListener(app) { cache, store in
+                _ = try #require(try await store.authenticate(token: account.token))
+                #expect(cache.session(hash, now: app.clock.now()) != nil)
+                try await app.db.query("""
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE datname = current_database() AND query = 'LISTEN "sessions";'
+                    """)
+                #expect(try await eventually { cache.session(hash, now: app.clock.now()) == nil })
+                #expect(try await eventually(within: 10) { cache.isListening })
+                _ = try #require(try await store.authenticate(token: account.token))
+                #expect(cache.session(hash, now: app.clock.now()) != nil)
+            }
+        }
+    }
+
+    /// A lookup that began before a drop may have read the row before it changed: not kept.
+    @Test func aLookupThatRacedADropIsNotKept() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await withListener(app) { cache, store in
+                let session = try #require(try await store.authenticate(token: account.token))
+                let hash = SessionStore.tokenHash(account.token)
+                cache.drop(userID: session.user.id)
+                let before = cache.generation()
+                cache.drop(userID: UUID())
+                cache.keep(hash, session, readAt: before, now: app.clock.now(), expiresAt: .distantFuture)
+                #expect(cache.session(hash, now: app.clock.now()) == nil)
+            }
+        }
+    }
+
+    /// Runs `body` with a cache whose listener is listening, and a store that uses it.
+    private func withListener(_ app: TestApp, _ body: @Sendable (SessionCache, SessionStore) async throws -> Void) async throws {
+        let cache = SessionCache()
+        let store = SessionStore(client: app.db, policy: SessionPolicy(), logger: Self.logger, clock: app.clock, cache: cache)
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await SessionChanges(client: app.db, cache: cache, logger: Self.logger).run() }
+            defer { group.cancelAll() }
+            try #require(try await eventually { cache.isListening })
+            try await body(cache, store)
+        }
+    }
+}
