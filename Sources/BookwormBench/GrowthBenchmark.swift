@@ -54,7 +54,7 @@ struct GrowthBenchmark {
         // Every table and index read once: the figures are of the statements, not of the disk.
         try database.execute("""
             CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-            SELECT count(pg_prewarm(c.oid::regclass, 'read')) FROM pg_class c
+            SELECT count(pg_prewarm(c.oid::regclass, 'buffer')) FROM pg_class c
             WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'i');
             """)
         let token = try BenchAccount.token(curl: tools.curl, base: "http://127.0.0.1:\(port)", username: "growthbench")

@@ -62,7 +62,7 @@ enum NearbyBenchmarkSQL {
     /// machine the first thousand points would otherwise time the disk, for both sides alike.
     package static let prewarm = """
         CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-        SELECT count(pg_prewarm(c.oid::regclass, 'read'))
+        SELECT count(pg_prewarm(c.oid::regclass, 'buffer'))
         FROM pg_class c
         WHERE c.relname IN ('copies', 'pins', 'books', 'users', 'bench_pin_geog')
            OR c.oid IN (SELECT indexrelid FROM pg_index
