@@ -16,6 +16,8 @@ package final class SessionCache: Sendable {
     /// How long an entry is trusted at most, whatever the notifications say. Shorter than
     /// `SessionStore.touchInterval`, so an active session's idle expiry still moves forward.
     package static let lifetime: Double = 10
+    /// Sessions kept at most; past it the cache starts afresh (a few MB).
+    static let capacity = 100_000
 
     struct Entry {
         let session: AuthenticatedSession
@@ -24,6 +26,8 @@ package final class SessionCache: Sendable {
 
     struct State {
         var entries: [ByteBuffer: Entry] = [:]
+        /// Each user's kept token hashes, so that a notification drops them without a scan.
+        var byUser: [UUID: Set<ByteBuffer>] = [:]
         var listening = false
         /// Moves on every drop, so a lookup that raced one is not kept (see `keep`).
         var generation: UInt64 = 0
@@ -39,6 +43,7 @@ package final class SessionCache: Sendable {
             guard state.listening, let entry = state.entries[tokenHash] else { return nil }
             guard now < entry.keptUntil else {
                 state.entries[tokenHash] = nil
+                state.byUser[entry.session.user.id]?.remove(tokenHash)
                 return nil
             }
             return entry.session
@@ -55,9 +60,13 @@ package final class SessionCache: Sendable {
     func keep(_ tokenHash: ByteBuffer, _ session: AuthenticatedSession, readAt generation: UInt64, now: Date, expiresAt: Date) {
         state.withLock { state in
             guard state.listening, state.generation == generation else { return }
-            if state.entries.count >= 100_000 { state.entries.removeAll(keepingCapacity: true) }
+            if state.entries.count >= Self.capacity {
+                state.entries.removeAll(keepingCapacity: true)
+                state.byUser.removeAll(keepingCapacity: true)
+            }
             let until = min(now.addingTimeInterval(Self.lifetime), expiresAt)
             state.entries[tokenHash] = Entry(session: session, keptUntil: until)
+            state.byUser[session.user.id, default: []].insert(tokenHash)
         }
     }
 
@@ -65,7 +74,7 @@ package final class SessionCache: Sendable {
     package func drop(userID: UUID) {
         state.withLock { state in
             state.generation &+= 1
-            state.entries = state.entries.filter { $0.value.session.user.id != userID }
+            for tokenHash in state.byUser.removeValue(forKey: userID) ?? [] { state.entries[tokenHash] = nil }
         }
     }
 
@@ -74,6 +83,7 @@ package final class SessionCache: Sendable {
         state.withLock { state in
             state.generation &+= 1
             state.entries.removeAll()
+            state.byUser.removeAll()
             state.listening = listening
         }
     }

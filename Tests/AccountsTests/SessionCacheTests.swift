@@ -100,6 +100,23 @@ import Testing
         }
     }
 
+    /// A notification about one user drops every session of theirs and nobody else's.
+    @Test func aDropTakesEverySessionOfThatUserAndNoOneElses() async throws {
+        try await withApp { app in
+            let ann = try await app.register(), bob = try await app.register()
+            try await withListener(app) { cache, store in
+                let session = try #require(try await store.authenticate(token: ann.token))
+                let annAgain = try await store.create(userID: session.user.id).token
+                for token in [ann.token, annAgain, bob.token] { _ = try #require(try await store.authenticate(token: token)) }
+                cache.drop(userID: session.user.id)
+                let now = app.clock.now()
+                #expect(cache.session(SessionStore.tokenHash(ann.token), now: now) == nil)
+                #expect(cache.session(SessionStore.tokenHash(annAgain), now: now) == nil)
+                #expect(cache.session(SessionStore.tokenHash(bob.token), now: now) != nil)
+            }
+        }
+    }
+
     /// A lookup that began before a drop may have read the row before it changed: not kept.
     @Test func aLookupThatRacedADropIsNotKept() async throws {
         try await withApp { app in
