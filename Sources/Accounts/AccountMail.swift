@@ -59,7 +59,9 @@ package struct AccountMail: Sendable {
     package func verify(_ user: UserRecord, code: String) async throws {
         guard user.emailVerifiedAt == nil else { return }
         switch try await verifications.checkCode(userID: user.id, code: code) {
-        case .verified: return
+        case .verified:
+            sessions.forget(userID: user.id)
+            return
         case .wrong(let remaining) where remaining > 0:
             throw AppError.broken("code", "is not the code we sent (\(remaining) tries left)")
         case .wrong, .expired:
@@ -109,9 +111,11 @@ package struct AccountMail: Sendable {
 
     /// The link in the verification mail, followed (and confirmed) in a browser.
     func verifyByLink(_ token: String) async throws {
-        try await client.transaction(logger: logger) { connection in
-            guard try await verifications.consumeLink(token, on: connection) != nil else { throw Self.badToken }
+        let userID = try await client.transaction(logger: logger) { connection in
+            guard let userID = try await verifications.consumeLink(token, on: connection) else { throw Self.badToken }
+            return userID
         }
+        sessions.forget(userID: userID)
     }
 
     func isLive(_ token: String) async throws -> Bool {

@@ -88,6 +88,7 @@ package struct AccountsRoutes: Sendable {
                                                                alerts: alerts) else {
             throw AppError.notFound("This account no longer exists")
         }
+        service.sessions.forget(userID: user.id)
         return try .json(PrivateUser(user), for: request)
     }
 

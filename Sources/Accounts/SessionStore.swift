@@ -68,6 +68,13 @@ package struct SessionStore: Sendable {
         return nil
     }
 
+    /// After this process changed the user's row: its kept sessions carry the old one. The
+    /// trigger's notification would drop them too, but maybe after the response, and the
+    /// client's next request must read what it wrote.
+    package func forget(userID: UUID) {
+        cache?.drop(userID: userID)
+    }
+
     func revoke(sessionID: UUID) async throws {
         let rows = try await client.query("""
             UPDATE sessions SET revoked_at = \(clock.now()) WHERE id = \(sessionID) AND revoked_at IS NULL RETURNING user_id

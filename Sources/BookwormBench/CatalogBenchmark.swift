@@ -40,7 +40,10 @@ struct CatalogBenchmark {
                                                        base + "/v1/copies?limit=20&q=\(encoded)"]))
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-library-\(getpid()).sql").path
         try (CatalogBenchmarkSQL.librarySearch(query: query, limit: 20) + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
-        let pg = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds)
+        // The reference is pgbench prepared (a skilled user prepares); the default simple
+        // protocol, which parses and plans every run, is printed beside it.
+        let pg = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds, mode: "prepared")
+        let simple = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds, mode: "simple")
 
         let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)
         let share = http.successfulPerSecond / max(pg, 0.001)
@@ -51,7 +54,9 @@ struct CatalogBenchmark {
             ["(a) library page 1000 p50 (cursor)", String(format: "%.2f ms", page1000.p50Millis),
              String(format: "%.2f ms page 1", page1.p50Millis), String(format: "ratio <= 1.3: %.2f", ratio), ratio <= 1.3 ? "yes" : "NO"],
             ["(b) q=\"\(query)\" over HTTP, \(clients) clients", String(format: "%.0f req/s", http.successfulPerSecond),
-             String(format: "%.0f tx/s pgbench", pg), String(format: ">= 0.8 x: %.2f x", share), share >= 0.8 ? "yes" : "NO"],
+             String(format: "%.0f tx/s pgbench -M prepared", pg), String(format: ">= 0.8 x: %.2f x", share), share >= 0.8 ? "yes" : "NO"],
+            ["    the same beside pgbench simple", String(format: "%.0f req/s", http.successfulPerSecond),
+             String(format: "%.0f tx/s pgbench simple", simple), String(format: "%.2f x", http.successfulPerSecond / max(simple, 0.001)), "-"],
             ["    HTTP p50 / p99", String(format: "%.2f / %.2f ms", http.p50Millis, http.p99Millis), "-", "-", "-"],
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
@@ -59,7 +64,7 @@ struct CatalogBenchmark {
             ResultRow("library page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
                       ratio: ratio, goal: "<= 1.3 x", met: ratio <= 1.3),
             ResultRow("HTTP library search, \(clients) clients", http.successfulPerSecond, "req/s",
-                      reference: String(format: "pgbench %.0f tx/s", pg), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
+                      reference: String(format: "pgbench -M prepared %.0f tx/s", pg), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
         ])
     }
 }

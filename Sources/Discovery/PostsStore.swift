@@ -82,6 +82,8 @@ package struct PostsStore: Sendable {
         }
         if let grid {
             for row in try await gridRows(grid, statement.values, on: connection) { try add(row) }
+        } else if Self.isHomeFeed(filter) {
+            for row in try await homeFeedRows(cursor: after != nil, statement.values, on: connection) { try add(row) }
         } else {
             for try await row in try await client.query(statement.query, on: connection, logger: logger) { try add(row) }
         }
@@ -98,6 +100,7 @@ package struct PostsStore: Sendable {
     package static func listPlan(_ filter: FeedFilter, limit: Int, after: Cursor?) -> (statement: SQLStatement, grid: FeedGridShape?) {
         let filters = filterValues(filter, limit: limit, after: after)
         guard let near = filter.near else {
+            if isHomeFeed(filter) { return (SQLStatement(sql: homeFeedText(cursor: after != nil), values: filters), nil) }
             return (SQLStatement(sql: """
                 SELECT \(columns) \(joins)
                 WHERE \(conditions)
