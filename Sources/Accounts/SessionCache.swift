@@ -6,17 +6,19 @@ import ServiceLifecycle
 import Synchronization
 
 /// Sessions this process has just looked up, by token hash, for a few seconds: a signed-in
-/// request then skips the session statement, a second round trip and about a sixth of a
-/// nearby page's CPU. It is trusted only while `SessionChanges` holds `LISTEN sessions`, on
-/// which triggers name every user whose sessions or user row changed (migration 0021): their
-/// entries go at once. When the listener is not listening (starting, reconnecting), nothing is
+/// request then skips the session statement, a second round trip that cost the server
+/// 0.11–0.14 ms of CPU and the database 0.05 ms. It is trusted only while `SessionChanges`
+/// holds `LISTEN sessions`, on which triggers name every user whose sessions or user row
+/// changed (migration 0021): their entries go at once. When the listener is not listening (starting, reconnecting), nothing is
 /// kept and every request reads its session. A revocation therefore reaches another process
 /// as fast as PostgreSQL delivers the notification, and this one before the response.
 package final class SessionCache: Sendable {
     /// How long an entry is trusted at most, whatever the notifications say. Shorter than
     /// `SessionStore.touchInterval`, so an active session's idle expiry still moves forward.
     package static let lifetime: Double = 10
-    /// Sessions kept at most; past it the cache starts afresh (a few MB).
+    /// Sessions kept at most (about half a kilobyte each, the user row included); past it the
+    /// cache starts afresh. Ten seconds of 100,000 different signed-in users is far beyond one
+    /// process's load, so a reset is rare, and costs one lookup per session.
     static let capacity = 100_000
 
     struct Entry {
