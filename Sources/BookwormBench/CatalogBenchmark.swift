@@ -42,7 +42,7 @@ struct CatalogBenchmark {
         try (CatalogBenchmarkSQL.librarySearch(query: query, limit: 20) + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
         // The reference is pgbench prepared (a skilled user prepares); the default simple
         // protocol, which parses and plans every run, is printed beside it.
-        let pg = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds, mode: "prepared")
+        let (pg, pgP99) = try database.pgbenchWithP99(pgbench, scripts: [script], clients: clients, seconds: seconds, mode: "prepared")
         let simple = try database.pgbench(pgbench, script: script, clients: clients, seconds: seconds, mode: "simple")
 
         let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)
@@ -58,6 +58,7 @@ struct CatalogBenchmark {
             ["    the same beside pgbench simple", String(format: "%.0f req/s", http.successfulPerSecond),
              String(format: "%.0f tx/s pgbench simple", simple), String(format: "%.2f x", http.successfulPerSecond / max(simple, 0.001)), "-"],
             ["    HTTP p50 / p99", String(format: "%.2f / %.2f ms", http.p50Millis, http.p99Millis), "-", "-", "-"],
+            TailLatency.row("    p99 at \(clients) clients", http: http.p99Millis, pgbench: pgP99),
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
         BenchResults.save("catalog", [
@@ -65,6 +66,7 @@ struct CatalogBenchmark {
                       ratio: ratio, goal: "<= 1.3 x", met: ratio <= 1.3),
             ResultRow("HTTP library search, \(clients) clients", http.successfulPerSecond, "req/s",
                       reference: String(format: "pgbench -M prepared %.0f tx/s", pg), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
+            TailLatency.result("HTTP library search p99, \(clients) clients", http: http.p99Millis, pgbench: pgP99),
         ])
     }
 }
@@ -122,10 +124,6 @@ struct BenchDatabase {
     func pgbench(_ pgbench: String, scripts: [String], clients: Int, seconds: Int, mode: String = "simple") throws -> Double {
         let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", mode, "-c", "\(clients)", "-j", "2",
                                            "-T", "\(seconds)"] + scripts.flatMap { ["-f", $0] } + ["bookworm"])
-        let line = text.split(separator: "\n").first { $0.hasPrefix("tps = ") }
-        guard let value = line?.split(separator: " ").dropFirst(2).first.flatMap({ Double($0) }) else {
-            throw Shell.Failure(description: "could not read pgbench's tps: \(text)")
-        }
-        return value
+        return try Self.tps(in: text)
     }
 }

@@ -54,15 +54,17 @@ struct FeedBenchmark {
         // the run affects both sides alike.
         // pgbench prepared (`-M prepared`, the reference: a skilled user prepares), and
         // its default simple protocol beside it, which parses and plans every run.
-        var runs: [WrkResult] = [], rates: [Double] = [], simpleRates: [Double] = []
+        var runs: [WrkResult] = [], rates: [Double] = [], simpleRates: [Double] = [], p99s: [Double] = []
         for _ in 0..<3 {
             let slice = max(seconds / 3, 2)
             runs.append(WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", base + "/v1/posts?limit=\(limit)"])))
-            rates.append(try database.pgbench(pgbench, script: script, clients: clients, seconds: slice, mode: "prepared"))
+            let prepared = try database.pgbenchWithP99(pgbench, scripts: [script], clients: clients, seconds: slice, mode: "prepared")
+            rates.append(prepared.tps)
+            p99s.append(prepared.p99)
             simpleRates.append(try database.pgbench(pgbench, script: script, clients: clients, seconds: slice, mode: "simple"))
         }
         let http = runs.sorted { $0.successfulPerSecond < $1.successfulPerSecond }[1]
-        report(page1: page1, page1000: page1000, sql: sql, http: http, pgbenchTPS: (rates.sorted()[1], simpleRates.sorted()[1]))
+        report(page1: page1, page1000: page1000, sql: sql, http: http, pgbenchTPS: (rates.sorted()[1], simpleRates.sorted()[1], p99s.sorted()[1]))
     }
 
     struct SQLTimings {
@@ -186,7 +188,7 @@ struct FeedBenchmark {
         return (time, ids)
     }
 
-    private func report(page1: WrkResult, page1000: WrkResult, sql: SQLTimings, http: WrkResult, pgbenchTPS tps: (prepared: Double, simple: Double)) {
+    private func report(page1: WrkResult, page1000: WrkResult, sql: SQLTimings, http: WrkResult, pgbenchTPS tps: (prepared: Double, simple: Double, p99: Double)) {
         let pgbenchTPS = tps.prepared
         let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)
         let cursor1 = Percentiles(sql.cursorPage1), cursor1000 = Percentiles(sql.cursorPage1000)
@@ -223,6 +225,7 @@ struct FeedBenchmark {
              String(format: "%.0f tx/s pgbench -M prepared; >= 0.8 x: %.2f x", pgbenchTPS, share), share >= 0.8 ? "yes" : "NO"],
             ["    the same beside pgbench's default (simple) protocol", String(format: "%.0f req/s", http.successfulPerSecond), "-",
              String(format: "%.0f tx/s pgbench simple: %.2f x", tps.simple, http.successfulPerSecond / max(tps.simple, 0.001)), "-"],
+            TailLatency.row("    p99 at \(clients) clients", http: http.p99Millis, pgbench: tps.p99),
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
         BenchResults.save("feed", [
@@ -244,6 +247,7 @@ struct FeedBenchmark {
                       ratio: london.p50 / londonByPins.p50),
             ResultRow("HTTP global feed, \(clients) clients", http.successfulPerSecond, "req/s",
                       reference: String(format: "pgbench -M prepared %.0f tx/s", pgbenchTPS), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
+            TailLatency.result("HTTP global feed p99, \(clients) clients", http: http.p99Millis, pgbench: tps.p99),
         ])
     }
 

@@ -56,6 +56,9 @@ struct NearbyBenchmark {
         var http: [Double] = []
         var prepared: [Double] = []
         var simple: [Double] = []
+        /// p99 latencies in ms at the same concurrency: wrk's, and pgbench prepared's.
+        var httpP99: [Double] = []
+        var preparedP99: [Double] = []
     }
 
     /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement, over the
@@ -81,9 +84,13 @@ struct NearbyBenchmark {
         let slice = max(seconds / 3, 2)
         var result = Throughput()
         for _ in 0..<3 {
-            result.http.append(WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "-s", lua, "http://127.0.0.1:\(port)"]))
-                .successfulPerSecond)
-            result.prepared.append(try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared"))
+            let wrk = WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", "-s", lua,
+                                                                "http://127.0.0.1:\(port)"]))
+            result.http.append(wrk.successfulPerSecond)
+            result.httpP99.append(wrk.p99Millis)
+            let pg = try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared")
+            result.prepared.append(pg.tps)
+            result.preparedP99.append(pg.p99)
             result.simple.append(try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple"))
         }
         return result
@@ -242,6 +249,7 @@ struct NearbyBenchmark {
              "\(timings.ownersMoreRounds) of \(timings.ownersProject.count)", "-", "-", "-"],
             throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared, goal: true),
             throughputRow("same HTTP figure", http, "pgbench default (simple)", simple, goal: false),
+            TailLatency.row("    p99 at \(clients) clients", http: median(throughput.httpP99), pgbench: median(throughput.preparedP99)),
         ]).render())
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
         if !timings.ownersMismatches.isEmpty { print("owners differ at: \(timings.ownersMismatches.prefix(10).joined(separator: ", "))") }
@@ -268,6 +276,7 @@ struct NearbyBenchmark {
                       goal: "all", met: timings.mismatches.isEmpty),
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
                       ratio: http / max(prepared, 0.001), goal: ">= 0.8 x", met: http / max(prepared, 0.001) >= 0.8),
+            TailLatency.result("HTTP nearby p99, \(clients) clients", http: median(throughput.httpP99), pgbench: median(throughput.preparedP99)),
         ] + sparse.rows)
     }
 
@@ -281,20 +290,4 @@ struct NearbyBenchmark {
     private func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
-}
-
-struct Percentiles {
-    let p50: Double
-    let p99: Double
-
-    init(_ values: [Double]) {
-        let sorted = values.sorted()
-        func at(_ q: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] }
-        p50 = at(0.5)
-        p99 = at(0.99)
-    }
-}
-
-extension Duration {
-    var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
 }
