@@ -26,12 +26,18 @@ import Testing
                 "BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY": "1000",
             ])
             defer { server.stop() }
-            let token = try Self.userWithData(port: server.port)
-            let main = try Self.run(schemathesis, port: server.port, token: token,
-                                    filters: Self.secondPass.flatMap { ["--exclude-path", $0] })
+            let port = server.port
+            // Blocking calls (sockets, then waiting a minute for schemathesis), on a thread of
+            // their own: on the cooperative pool they held one of its two threads all along.
+            let token = try await offThePool { try Self.userWithData(port: port) }
+            let main = try await offThePool {
+                try Self.run(schemathesis, port: port, token: token, filters: Self.secondPass.flatMap { ["--exclude-path", $0] })
+            }
             #expect(main.status == 0, "schemathesis failed:\n\(main.output.suffix(6000))")
-            let second = try Self.run(schemathesis, port: server.port, token: try Self.login(port: server.port),
-                                      filters: Self.secondPass.flatMap { ["--include-path", $0] } + ["--exclude-checks", "negative_data_rejection"])
+            let second = try await offThePool {
+                try Self.run(schemathesis, port: port, token: try Self.login(port: port),
+                             filters: Self.secondPass.flatMap { ["--include-path", $0] } + ["--exclude-checks", "negative_data_rejection"])
+            }
             #expect(second.status == 0, "schemathesis failed on the session-ending operations:\n\(second.output.suffix(6000))")
         }
     }
