@@ -106,24 +106,10 @@ package struct SessionChanges: Service {
     }
 
     package func run() async throws {
+        let cache = cache
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    // The raw client: this lease lasts as long as the service, past any deadline.
-                    try await client.client.withConnection { connection in
-                        let notifications = try await connection.listen("sessions")
-                        cache.setListening(true)
-                        defer { cache.setListening(false) }
-                        for try await notification in notifications {
-                            guard let userID = UUID(uuidString: notification.payload) else { continue }
-                            cache.drop(userID: userID)
-                        }
-                    }
-                } catch {
-                    if Task.isCancelled { return }
-                    logger.debug("session listener reconnecting", metadata: ["error": .string("\(error)")])
-                }
-                try? await Task.sleep(for: .seconds(1))
+            await client.listen("sessions", logger: logger, listening: cache.setListening) { payload in
+                if let userID = UUID(uuidString: payload) { cache.drop(userID: userID) }
             }
         }
     }

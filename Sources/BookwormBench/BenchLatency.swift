@@ -12,12 +12,22 @@ extension BenchDatabase {
         let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", mode, "-c", "\(clients)", "-j", "2",
                                            "-T", "\(seconds)", "-l", "--log-prefix", folder.appendingPathComponent("log").path]
                                           + scripts.flatMap { ["-f", $0] } + ["bookworm"])
-        // Each log line: client, transaction, latency in microseconds, script, epoch seconds, microseconds.
-        let latencies = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("log") }.flatMap { name in
+        return (try Self.tps(in: text), Percentiles(try Self.loggedLatencies(in: folder)).p99)
+    }
+
+    /// The latencies in milliseconds of pgbench's per-transaction logs (`-l`) in `folder`, each
+    /// client's first `warmUp` transactions left out.
+    static func loggedLatencies(in folder: URL, after warmUp: Int = 0) throws -> [Double] {
+        let logs = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("log") }
+        // Each line: client, transaction, latency in microseconds, script, epoch seconds, microseconds.
+        return try logs.flatMap { name in
             try String(contentsOfFile: folder.appendingPathComponent(name).path, encoding: .utf8).split(separator: "\n")
-                .compactMap { line in line.split(separator: " ").dropFirst(2).first.flatMap { Double($0) }.map { $0 / 1000 } }
+                .compactMap { line -> Double? in
+                    let fields = line.split(separator: " ")
+                    guard fields.count > 2, let run = Int(fields[1]), run > warmUp else { return nil }  // numbered from 1
+                    return Double(fields[2]).map { $0 / 1000 }
+                }
         }
-        return (try Self.tps(in: text), Percentiles(latencies).p99)
     }
 
     static func tps(in text: String) throws -> Double {

@@ -109,16 +109,7 @@ struct BenchDatabase {
         try script.write(toFile: file, atomically: true, encoding: .utf8)
         _ = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", "prepared", "-c", "1", "-t", "\(transactions + warmUp)",
                                     "-l", "--log-prefix", folder.appendingPathComponent("log").path] + definitions + ["-f", file, "bookworm"])
-        let logs = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("log") }
-        // Each line: client, transaction, latency in microseconds, script, epoch seconds, microseconds.
-        return try logs.flatMap { name in
-            try String(contentsOfFile: folder.appendingPathComponent(name).path, encoding: .utf8).split(separator: "\n")
-                .compactMap { line -> Double? in
-                    let fields = line.split(separator: " ")
-                    guard fields.count > 2, let run = Int(fields[1]), run > warmUp else { return nil }  // numbered from 1
-                    return Double(fields[2]).map { $0 / 1000 }
-                }
-        }
+        return try Self.loggedLatencies(in: folder, after: warmUp)
     }
 
     func pgbench(_ pgbench: String, scripts: [String], clients: Int, seconds: Int, mode: String = "simple") throws -> Double {

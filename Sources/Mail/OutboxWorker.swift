@@ -194,18 +194,6 @@ package struct OutboxWorker: Service {
 
     /// Holds one connection on `LISTEN outbox`; reconnects after a pause if it drops.
     private func listen(wake: WakeSignal) async {
-        while !Task.isCancelled {
-            do {
-                // The raw client: this lease lasts as long as the worker, past any deadline.
-                try await client.client.withConnection { connection in
-                    let notifications = try await connection.listen("outbox")
-                    for try await _ in notifications { await wake.signal() }
-                }
-            } catch {
-                if Task.isCancelled { return }
-                logger.debug("outbox listener reconnecting", metadata: ["error": .string("\(error)")])
-            }
-            try? await Task.sleep(for: .seconds(1))
-        }
+        await client.listen("outbox", logger: logger) { _ in await wake.signal() }
     }
 }

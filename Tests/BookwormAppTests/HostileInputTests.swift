@@ -138,35 +138,24 @@ import Testing
     @Test func pastTheConnectionCapANewClientIsRefusedAtOnce() async throws {
         try await withServer(["BOOKWORM_IDLE_TIMEOUT_SECONDS": "60", "BOOKWORM_MAX_CONNECTIONS": "20"]) { server in
             let port = server.port
-            // Blocking sockets, on a thread of their own: polling them on the cooperative pool
+            // Each blocking socket call on a thread of its own: polling them on the cooperative pool
             // (two threads here) once stalled every other test's tasks for the whole wait.
-            let (full, held) = try await offThePool { () throws -> (Bool, [RawSocket]) in
-                var held = try (0..<20).map { _ in try RawSocket(port: port) }
-                // The server counts a connection once it has accepted it, and one of ours can be
-                // turned away while a probe is still counted: then one more is held, and so on.
-                let end = Date().addingTimeInterval(10)
-                while Date() < end {
-                    if (try? rawRequest(port: port, "GET", "/health/live", timeout: 5))?.status == 503 { return (true, held) }
-                    if held.count < 30 { held.append(try RawSocket(port: port)) }
-                    Thread.sleep(forTimeInterval: 0.05)
-                }
-                return (false, held)
-            }
-            #expect(full)
+            var held = try await offThePool { try (0..<20).map { _ in try RawSocket(port: port) } }
+            // The server counts a connection once it has accepted it, and one of ours can be
+            // turned away while a probe is still counted: then one more is held, and so on.
+            #expect(try await eventually(within: 10) {
+                if try await offThePool({ (try? rawRequest(port: port, "GET", "/health/live", timeout: 5))?.status == 503 }) { return true }
+                if held.count < 30 { held.append(try await offThePool { try RawSocket(port: port) }) }
+                return false
+            })
             let refused = try await offThePool { try rawRequest(port: port, "GET", "/health/live", timeout: 5) }
             #expect(refused.status == 503)
             #expect(refused.headers["retry-after"] != nil)
             // A slot freed is a client served.
             held.forEach { $0.shutdownWrite() }
-            let served = try await offThePool { () -> Bool in
-                let end = Date().addingTimeInterval(10)
-                while Date() < end {
-                    if (try? rawRequest(port: port, "GET", "/health/live", timeout: 5))?.status == 200 { return true }
-                    Thread.sleep(forTimeInterval: 0.05)
-                }
-                return false
-            }
-            #expect(served)
+            #expect(try await eventually(within: 10) {
+                try await offThePool { (try? rawRequest(port: port, "GET", "/health/live", timeout: 5))?.status == 200 }
+            })
         }
     }
 

@@ -108,17 +108,6 @@ package struct JobRunner: Service {
     }
 
     private func listen(wake: WakeSignal) async {
-        while !Task.isCancelled {
-            do {
-                // The raw client: this lease lasts as long as the runner, past any deadline.
-                try await client.client.withConnection { connection in
-                    for try await _ in try await connection.listen("jobs") { await wake.signal() }
-                }
-            } catch {
-                if Task.isCancelled { return }
-                logger.debug("job listener reconnecting", metadata: ["error": .string("\(error)")])
-            }
-            try? await Task.sleep(for: .seconds(1))
-        }
+        await client.listen("jobs", logger: logger) { _ in await wake.signal() }
     }
 }

@@ -1,0 +1,28 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+extension Database {
+    /// Holds one connection on `LISTEN channel` until the task is cancelled, and takes another a
+    /// second after it drops. `listening` hears `true` once each `LISTEN` has taken effect and
+    /// `false` when that connection ends (a caller that trusts what it keeps only while it hears
+    /// every notification, `SessionCache`); `notified` gets each payload. On the raw client:
+    /// this lease lasts as long as the caller, past any deadline.
+    package func listen(_ channel: String, logger: Logger, listening: @Sendable (Bool) -> Void = { _ in },
+                        notified: @Sendable (String) async -> Void) async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    let notifications = try await connection.listen(channel)
+                    listening(true)
+                    defer { listening(false) }
+                    for try await notification in notifications { await notified(notification.payload) }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.debug("listener reconnecting", metadata: ["channel": .string(channel), "error": .string("\(error)")])
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}
