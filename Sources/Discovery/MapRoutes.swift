@@ -26,15 +26,15 @@ package struct MapRoutes: Sendable {
             guard let value = Int(text), (0...22).contains(value) else { throw AppError.invalid("zoom", "must be a whole number from 0 to 22") }
             return value
         } ?? 10
-        let singles = try await map.pins(in: box, viewer: viewer, limit: Self.maxSinglePins + 1)
-        if singles.count <= Self.maxSinglePins {
-            return try .json(["data": singles], for: request)
-        }
         // A map tile is 256 px; a cluster cell of ~32 px at this zoom, but never so small that
-        // the box would hold more cells than we answer with.
+        // the box would hold more cells than we answer with. Clusters come first: they are read
+        // from counts, and when they add up to few pins, those are listed singly.
         let zoomCell = 360 / (pow(2, Double(zoom)) * 8)
         let boundCell = sqrt(box.widthDegrees * box.heightDegrees / Double(Self.maxMarkers))
         let clusters = try await map.clusters(in: box, viewer: viewer, cellDegrees: max(zoomCell, boundCell, 1e-6), limit: Self.maxMarkers)
+        if clusters.count < Self.maxMarkers, clusters.reduce(0, { $0 + $1.count }) <= Self.maxSinglePins {
+            return try .json(["data": try await map.pins(in: box, viewer: viewer, limit: Self.maxSinglePins)], for: request)
+        }
         return try .json(["data": clusters], for: request)
     }
 }

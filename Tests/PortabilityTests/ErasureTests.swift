@@ -165,15 +165,3 @@ import Testing
         }
     }
 }
-
-extension TestApp {
-    /// Whether a statement starting with `statement` waits on a lock in this test's database.
-    func waiting(on statement: String) async throws -> Bool {
-        let rows = try await db.query("""
-            SELECT count(*)::int8 FROM pg_stat_activity
-            WHERE datname = current_database() AND wait_event_type = 'Lock' AND ltrim(query, E' \\n\\t') LIKE \(statement + "%")
-            """)
-        for try await count in rows.decode(Int64.self) { return count > 0 }
-        return false
-    }
-}

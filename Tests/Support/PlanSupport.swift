@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 
 /// Reading `EXPLAIN (FORMAT JSON)` output: its nodes, and how much of a table a plan really touched.
 package enum PlanRows {
@@ -15,5 +16,17 @@ package enum PlanRows {
         nodes(in: plan).filter { $0["Relation Name"] as? String == relation }.map { node in
             ((node["Actual Rows"] as? Int ?? 0) + (node["Rows Removed by Filter"] as? Int ?? 0)) * (node["Actual Loops"] as? Int ?? 1)
         }.reduce(0, +)
+    }
+}
+
+extension TestApp {
+    /// Whether a statement starting with `statement` waits on a lock in this test's database.
+    package func waiting(on statement: String) async throws -> Bool {
+        let rows = try await db.query("""
+            SELECT count(*)::int8 FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND ltrim(query, E' \\n\\t') LIKE \(statement + "%")
+            """)
+        for try await count in rows.decode(Int64.self) { return count > 0 }
+        return false
     }
 }

@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import BookwormCore
+@testable import Discovery
+@testable import BookwormTestSupport
+
+/// Map clusters are summed from `pin_points`, counts the database keeps per public point. These
+/// tests hold those counts against a recount of the pins after every kind of change.
+@Suite struct MapCountsTests {
+    /// Points whose kept count differs from the shown pins at that point, counted afresh.
+    func drift(_ app: TestApp) async throws -> Int {
+        try await app.count("""
+            SELECT count(*)::int8 FROM (
+                SELECT public_latitude, public_longitude, pins FROM pin_points WHERE pins > 0
+                EXCEPT
+                SELECT public_latitude, public_longitude, count(*)::int FROM pins p
+                WHERE NOT EXISTS (SELECT 1 FROM users su WHERE su.id = p.owner_id AND su.suspended_at IS NOT NULL)
+                GROUP BY 1, 2) AS kept_wrong
+            """, user: "") + app.count("""
+            SELECT count(*)::int8 FROM (
+                SELECT public_latitude, public_longitude, count(*)::int FROM pins p
+                WHERE NOT EXISTS (SELECT 1 FROM users su WHERE su.id = p.owner_id AND su.suspended_at IS NOT NULL)
+                GROUP BY 1, 2
+                EXCEPT
+                SELECT public_latitude, public_longitude, pins FROM pin_points) AS missing
+            """, user: "")
+    }
+
+    func total(_ app: TestApp, _ token: String) async throws -> Int {
+        let markers = try await app.request(.get, "/v1/map/pins?bbox=13,52,14,53&zoom=10", token: token).jsonObject()["data"] as? [[String: Any]]
+        return markers?.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } ?? -1
+    }
+
+    func suspend(_ app: TestApp, _ account: TestApp.Account, _ suspended: Bool) async throws {
+        let id = try #require(UUID(uuidString: account.id))
+        try await app.db.query(suspended ? "UPDATE users SET suspended_at = now() WHERE id = \(id)"
+                                         : "UPDATE users SET suspended_at = NULL WHERE id = \(id)")
+    }
+
+    @Test func pinPointsFollowEveryWriteMoveDeleteSuspensionAndErasure() async throws {
+        try await withApp { app in
+            let ana = try await app.register(), ben = try await app.register(), cleo = try await app.register()
+            let viewer = try await app.register()
+            let many = try #require(UUID(uuidString: ben.id))
+            // One statement of many pins, several on one point, as an import writes them.
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(many), 'p', 'meetup', 52.5, 13.4, 52.5 + (i % 7) * 0.01, 13.4 + (i % 5) * 0.01
+                FROM generate_series(1, 400) AS i
+                """)
+            let moved = try #require(try await app.addPin(ana.token, latitude: 52.52, longitude: 13.405)["id"] as? String)
+            _ = try await app.addPin(ana.token, label: "Park", latitude: 52.6, longitude: 13.3, kind: "meetup")
+            _ = try await app.addPin(cleo.token, latitude: 52.52, longitude: 13.405)
+            #expect(try await drift(app) == 0)
+            #expect(try await total(app, viewer.token) == 403)
+
+            let patch = try await app.request(.patch, "/v1/me/pins/\(moved)", json: ["latitude": 52.45, "longitude": 13.6], token: ana.token)
+            #expect(patch.status == .ok)
+            #expect(try await app.request(.patch, "/v1/me/pins/\(moved)", json: ["label": "Flat"], token: ana.token).status == .ok)
+            #expect(try await drift(app) == 0)
+
+            try await suspend(app, ben, true)
+            #expect(try await drift(app) == 0)
+            #expect(try await total(app, viewer.token) == 3)
+            try await suspend(app, ben, false)
+            #expect(try await total(app, viewer.token) == 403)
+
+            #expect(try await app.request(.delete, "/v1/me/pins/\(moved)", token: ana.token).status == .noContent)
+            #expect(try await drift(app) == 0)
+            // Erasing an active owner and a suspended one: the cascade takes each one's pins off once.
+            #expect(try await app.request(.delete, "/v1/me", json: ["password": cleo.password], token: cleo.token).status == .accepted)
+            try await suspend(app, ben, true)
+            try await app.db.query("DELETE FROM users WHERE id = \(many)")
+            #expect(try await drift(app) == 0)
+            #expect(try await total(app, viewer.token) == 1)
+        }
+    }
+
+    /// A pin written while its owner is being suspended: whichever commits first, the count
+    /// ends as a recount would have it. The pin's trigger locks the owner, so the suspension waits.
+    @Test func aPinWrittenDuringTheOwnersSuspensionIsNeverCountedForTheSuspended() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let id = try #require(UUID(uuidString: owner.id))
+            let log = Logger(label: "t")
+            try await app.db.withConnection { writer in
+                try await writer.query("BEGIN", logger: log)
+                try await writer.query("""
+                    INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                    VALUES (\(id), 'p', 'meetup', 52.5, 13.4, 52.5, 13.4)
+                    """, logger: log)
+                async let suspension: Void = suspend(app, owner, true)
+                #expect(try await eventually { try await app.waiting(on: "UPDATE users SET suspended_at") })
+                try await writer.query("COMMIT", logger: log)
+                try await suspension
+            }
+            #expect(try await drift(app) == 0)
+            #expect(try await app.count("SELECT coalesce(sum(pins), 0)::int8 FROM pin_points", user: "") == 0)
+        }
+    }
+
+    /// Blocking works on counts too: the blocked person's pins come off the viewer's clusters,
+    /// each person once even when both blocked each other.
+    @Test func mutualBlocksTakeThePinsOffOnce() async throws {
+        try await withApp { app in
+            let ana = try await app.register(), ben = try await app.register()
+            let many = try #require(UUID(uuidString: ben.id))
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(many), 'p', 'meetup', 52.5, 13.4, 52.5 + (i % 20) * 0.01, 13.4 FROM generate_series(1, 350) AS i
+                """)
+            _ = try await app.addPin(ana.token, latitude: 52.52, longitude: 13.405)
+            #expect(try await total(app, ana.token) == 351)
+            #expect(try await app.request(.put, "/v1/users/\(ben.username)/block", token: ana.token).status == .noContent)
+            #expect(try await app.request(.put, "/v1/users/\(ana.username)/block", token: ben.token).status == .noContent)
+            #expect(try await total(app, ana.token) == 1)
+            #expect(try await total(app, ben.token) == 350)
+        }
+    }
+}
