@@ -18,16 +18,16 @@ package struct MapStore: Sendable {
     /// Pins in the box (two boxes across the antimeridian) that `$1` may see. Parameters $1–$9.
     static let visiblePins = """
         FROM pins
-        WHERE \(inBoxes("pins"))
+        WHERE \(inBoxes(latitude: "public_latitude", longitude: "public_longitude"))
           AND \(BlocksStore.noBlockBetween("$1", "pins.owner_id"))
           AND \(Visibility.ownerActive("pins.owner_id"))
         """
 
-    /// SQL: the public point of `table` lies in the box (parameters $2–$9).
-    static func inBoxes(_ table: String) -> String {
+    /// SQL: the point lies in the box (parameters $2–$9).
+    static func inBoxes(latitude: String, longitude: String) -> String {
         """
-        (point(\(table).public_longitude, \(table).public_latitude) <@ box(point($2, $3), point($4, $5))
-         OR point(\(table).public_longitude, \(table).public_latitude) <@ box(point($6, $7), point($8, $9)))
+        (point(\(longitude), \(latitude)) <@ box(point($2, $3), point($4, $5))
+         OR point(\(longitude), \(latitude)) <@ box(point($6, $7), point($8, $9)))
         """
     }
 
@@ -52,28 +52,32 @@ package struct MapStore: Sendable {
     }
 
     /// Pins grouped into square cells of `cellDegrees` aligned at (-90, -180), so no cell
-    /// straddles the antimeridian; each cluster sits at its pins' mean public point. It reads the
-    /// box's public points with their counts (`pin_points`, at most one per ~1 km grid cell),
-    /// less the pins of whoever the viewer is blocked with: the cost follows the box's area and
-    /// the viewer's blocks, not how many people pinned the city.
+    /// straddles the antimeridian; each cluster sits at its pins' mean public point. It reads
+    /// spots (`pin_spots`, migration 0022: the pins of a ~1 km square, counted and summed) whose
+    /// mean point is in the box, less the pins of whoever the viewer is blocked with, so the cost
+    /// follows the box's area and the viewer's blocks, not how many people pinned the city. A
+    /// spot joins a cluster whole: clusters are never finer than a spot.
     func clusters(in box: MapBox, viewer: UUID, cellDegrees: Double, limit: Int) async throws -> [MapMarker] {
         let statement = SQLStatement(sql: """
             WITH hidden AS (
-                SELECT p.public_latitude, p.public_longitude, count(*)::int AS n
+                SELECT bookworm_map_spot(p.public_latitude, p.public_longitude) AS spot, count(*)::int AS pins,
+                       sum(p.public_latitude) AS latitude_sum, sum(p.public_longitude) AS longitude_sum
                 FROM (SELECT blocked_id AS other FROM blocks WHERE blocker_id = $1
                       UNION SELECT blocker_id FROM blocks WHERE blocked_id = $1) AS b
                 JOIN pins p ON p.owner_id = b.other
-                WHERE \(Self.inBoxes("p"))
-                  AND \(Visibility.ownerActive("p.owner_id"))
-                GROUP BY 1, 2
+                WHERE \(Visibility.ownerActive("p.owner_id"))
+                GROUP BY 1
             ), shown AS (
-                SELECT pp.public_latitude AS lat, pp.public_longitude AS lon, pp.pins - coalesce(h.n, 0) AS n
-                FROM pin_points pp LEFT JOIN hidden h USING (public_latitude, public_longitude)
-                WHERE \(Self.inBoxes("pp")) AND pp.pins > 0
+                SELECT ps.pins - coalesce(h.pins, 0) AS pins,
+                       ps.latitude_sum - coalesce(h.latitude_sum, 0) AS latitude_sum,
+                       ps.longitude_sum - coalesce(h.longitude_sum, 0) AS longitude_sum,
+                       ps.latitude_sum / ps.pins AS latitude, ps.longitude_sum / ps.pins AS longitude
+                FROM pin_spots ps LEFT JOIN hidden h ON h.spot = ps.spot
+                WHERE ps.pins > 0 AND \(Self.inBoxes(latitude: "ps.latitude_sum / ps.pins", longitude: "ps.longitude_sum / ps.pins"))
             )
-            SELECT sum(lat * n) / sum(n), sum(lon * n) / sum(n), sum(n)::int8 FROM shown
-            WHERE n > 0
-            GROUP BY floor((lat + 90) / $10), floor((lon + 180) / $10)
+            SELECT sum(latitude_sum) / sum(pins), sum(longitude_sum) / sum(pins), sum(pins)::int8 FROM shown
+            WHERE pins > 0
+            GROUP BY floor((latitude + 90) / $10), floor((longitude + 180) / $10)
             ORDER BY 3 DESC, 1, 2
             LIMIT $11
             """, values: Self.values(box, viewer: viewer) + [.double(cellDegrees), .int(limit)])

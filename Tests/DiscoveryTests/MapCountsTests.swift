@@ -6,25 +6,23 @@ import Testing
 @testable import Discovery
 @testable import BookwormTestSupport
 
-/// Map clusters are summed from `pin_points`, counts the database keeps per public point. These
-/// tests hold those counts against a recount of the pins after every kind of change.
+/// Map clusters are summed from `pin_spots`: per ~1 km square, the count and the sums of the shown
+/// pins' public points, kept by the database. These tests hold them against a recount of the
+/// pins after every kind of change.
 @Suite struct MapCountsTests {
-    /// Points whose kept count differs from the shown pins at that point, counted afresh.
+    /// Spots whose kept count or sums differ from the shown pins in them, counted afresh.
     func drift(_ app: TestApp) async throws -> Int {
         try await app.count("""
-            SELECT count(*)::int8 FROM (
-                SELECT public_latitude, public_longitude, pins FROM pin_points WHERE pins > 0
-                EXCEPT
-                SELECT public_latitude, public_longitude, count(*)::int FROM pins p
+            SELECT count(*)::int8
+            FROM (SELECT spot, pins, latitude_sum, longitude_sum FROM pin_spots WHERE pins > 0) AS kept
+            FULL JOIN (
+                SELECT bookworm_map_spot(public_latitude, public_longitude) AS spot, count(*)::int AS pins,
+                       sum(public_latitude) AS latitude_sum, sum(public_longitude) AS longitude_sum
+                FROM pins p
                 WHERE NOT EXISTS (SELECT 1 FROM users su WHERE su.id = p.owner_id AND su.suspended_at IS NOT NULL)
-                GROUP BY 1, 2) AS kept_wrong
-            """, user: "") + app.count("""
-            SELECT count(*)::int8 FROM (
-                SELECT public_latitude, public_longitude, count(*)::int FROM pins p
-                WHERE NOT EXISTS (SELECT 1 FROM users su WHERE su.id = p.owner_id AND su.suspended_at IS NOT NULL)
-                GROUP BY 1, 2
-                EXCEPT
-                SELECT public_latitude, public_longitude, pins FROM pin_points) AS missing
+                GROUP BY 1) AS recount USING (spot)
+            WHERE kept.pins IS DISTINCT FROM recount.pins
+               OR abs(kept.latitude_sum - recount.latitude_sum) > 1e-6 OR abs(kept.longitude_sum - recount.longitude_sum) > 1e-6
             """, user: "")
     }
 
@@ -39,7 +37,7 @@ import Testing
                                          : "UPDATE users SET suspended_at = NULL WHERE id = \(id)")
     }
 
-    @Test func pinPointsFollowEveryWriteMoveDeleteSuspensionAndErasure() async throws {
+    @Test func pinSpotsFollowEveryWriteMoveDeleteSuspensionAndErasure() async throws {
         try await withApp { app in
             let ana = try await app.register(), ben = try await app.register(), cleo = try await app.register()
             let viewer = try await app.register()
@@ -97,7 +95,29 @@ import Testing
                 try await suspension
             }
             #expect(try await drift(app) == 0)
-            #expect(try await app.count("SELECT coalesce(sum(pins), 0)::int8 FROM pin_points", user: "") == 0)
+            #expect(try await app.count("SELECT coalesce(sum(pins), 0)::int8 FROM pin_spots", user: "") == 0)
+        }
+    }
+
+    /// A cluster sits at the mean public point of its pins, however the spots were summed.
+    @Test func aClusterSitsAtItsPinsMeanPublicPoint() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let id = try #require(UUID(uuidString: owner.id))
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(id), 'p', 'meetup', 0, 0, CASE WHEN i <= 250 THEN 52.501 ELSE 52.504 END,
+                       CASE WHEN i <= 250 THEN 13.402 ELSE 13.406 END
+                FROM generate_series(1, 400) AS i
+                """)
+            // Taking pins away must move the mean back as well as adding them moved it.
+            try await app.db.query("DELETE FROM pins WHERE ctid IN (SELECT ctid FROM pins WHERE public_longitude = 13.406 LIMIT 50)")
+            let markers = try await app.request(.get, "/v1/map/pins?bbox=13,52,14,53&zoom=8", token: owner.token).jsonObject()["data"] as? [[String: Any]]
+            let cluster = try #require(markers?.first)
+            #expect(markers?.count == 1)
+            #expect(cluster["count"] as? Int == 350)
+            #expect(abs((cluster["latitude"] as? Double ?? 0) - (250 * 52.501 + 100 * 52.504) / 350) < 1e-9)
+            #expect(abs((cluster["longitude"] as? Double ?? 0) - (250 * 13.402 + 100 * 13.406) / 350) < 1e-9)
         }
     }
 
