@@ -27,13 +27,23 @@ enum FeedGrid {
     /// Row (of `latitude + 90`) or column (of `longitude + 180`) on a grid of `step` degrees.
     static func index(_ degrees: Double, _ step: Double) -> Int64 { Int64((degrees / step).rounded(.down)) }
 
+    /// The cells a page reads: `inner` ones, mostly inside the circle, and `edge` ones it only
+    /// clips. An edge cell may hold thousands of posts and few inside, so a page reads it only
+    /// back to the time the inner cells' page reaches (`PostsStore.gridSQL`).
+    struct Covering {
+        let level: Level
+        let inner: [Int64]
+        let edge: [Int64]
+        var cells: [Int64] { (inner + edge).sorted() }
+    }
+
     /// The finest grid whose cells covering the area's bounding boxes number at most `maxCells`,
     /// with those cells; nil when even the coarsest needs more (a very wide radius, or near a
     /// pole where the box spans every longitude).
-    static func covering(_ area: NearbyArea) -> (level: Level, cells: [Int64])? {
+    static func covering(_ area: NearbyArea) -> Covering? {
         let boxes = Geo.boundingBoxes(around: area.origin, radiusKm: area.radiusKm)
         for level in levels {
-            var cells = Set<Int64>()
+            var cells = Set<Int64>(), inner = Set<Int64>()
             var fits = true
             for box in boxes where fits {
                 let step = level.stepDegrees
@@ -43,10 +53,11 @@ enum FeedGrid {
                 for row in rows {
                     for column in columns where reaches(row: row, column: column, step: step, area: area) {
                         cells.insert(row * 100_000 + column)
+                        if isMostlyInside(row: row, column: column, step: step, area: area) { inner.insert(row * 100_000 + column) }
                     }
                 }
             }
-            if fits { return (level, cells.sorted()) }
+            if fits { return Covering(level: level, inner: inner.sorted(), edge: cells.subtracting(inner).sorted()) }
         }
         return nil
     }
@@ -75,6 +86,21 @@ enum FeedGrid {
         }
         // A millimetre of slack for the cell edges' rounding.
         return nearest <= area.radiusKm + 1e-6
+    }
+
+    /// Whether at least two of nine points spread over the cell (the centres of its thirds) are
+    /// inside the circle: about a fifth of the cell or more.
+    static func isMostlyInside(row: Int64, column: Int64, step: Double, area: NearbyArea) -> Bool {
+        var inside = 0
+        for i in 0..<3 {
+            for j in 0..<3 {
+                let point = GeoPoint(latitude: (Double(row) + (Double(i) + 0.5) / 3) * step - 90,
+                                     longitude: (Double(column) + (Double(j) + 0.5) / 3) * step - 180)
+                if Geo.distanceKm(area.origin, point) <= area.radiusKm { inside += 1 }
+                if inside >= 2 { return true }
+            }
+        }
+        return false
     }
 
     /// A longitude difference in (-180, 180].

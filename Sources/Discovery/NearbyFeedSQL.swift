@@ -19,10 +19,10 @@ extension PostsStore {
                 LIMIT $6
                 """, values: filters + Self.areaValues(near, boxes: false)), nil)
         }
-        guard let (level, cells) = FeedGrid.covering(near) else { return (pinsStatement(conditions, filters, near), nil) }
-        let shape = FeedGridShape(regions: level.column != "cell", kind: filter.kind != nil, cursor: after != nil)
-        return (SQLStatement(sql: gridText(shape), values: filters + Self.areaValues(near, boxes: false) + [.int64Array(cells)]
-                             + Self.bandValues(near)), shape)
+        guard let covering = FeedGrid.covering(near) else { return (pinsStatement(conditions, filters, near), nil) }
+        let shape = FeedGridShape(regions: covering.level.column != "cell", kind: filter.kind != nil, cursor: after != nil)
+        return (SQLStatement(sql: gridText(shape), values: filters + Self.areaValues(near, boxes: false) + [.int64Array(covering.inner)]
+                             + Self.bandValues(near) + [.int64Array(covering.edge)]), shape)
     }
 
     /// A shape's text, built once rather than on every request.
@@ -38,33 +38,51 @@ extension PostsStore {
     })
 
     /// Each covering cell's posts newest first, each read only until it has a page inside the
-    /// radius; the newest page of those is the answer. Authors and books are joined for it alone.
-    /// Only the filters the shape has are in the text: with `$1 IS NULL OR …` tests in it,
-    /// PostgreSQL's generic plan read every post of each cell and sorted them (0.5 s in central
-    /// London), and without them the generic plan is the one a custom plan would be.
+    /// radius; the newest page of those is the answer. The inner cells ($11) are read first; when
+    /// they fill a page, the edge cells ($18), which the circle only clips, are read only back to
+    /// that page's oldest post, since nothing older can make the page. Before, a dense edge cell
+    /// with fewer than a page inside was read to its end, and that grew with the city. Authors
+    /// and books are joined for the page alone. Only the filters the shape has are in the text:
+    /// with `$1 IS NULL OR …` tests in it, PostgreSQL's generic plan read every post of each cell
+    /// and sorted them (0.5 s in central London), and without them the generic plan is the one a
+    /// custom plan would be.
     private static func gridSQL(_ shape: FeedGridShape) -> String {
+        """
+        WITH inner_hits AS (
+            \(gridHits(shape, cells: "$11", since: nil))
+        ), horizon AS (
+            SELECT CASE WHEN count(*) = $6 THEN min(created_at) END AS since FROM inner_hits
+        ), edge_hits AS (
+            \(gridHits(shape, cells: "$18", since: "coalesce((SELECT since FROM horizon), '-infinity')"))
+        ), page AS (
+            SELECT * FROM inner_hits UNION ALL SELECT * FROM edge_hits
+            ORDER BY created_at DESC, id DESC
+            LIMIT $6
+        )
+        SELECT \(columns), page.distance
+        FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
+        ORDER BY page.created_at DESC, page.id DESC
+        """
+    }
+
+    /// A page of hits from each cell of `cells`, newest first, none older than `since`; a hit is
+    /// read from the cell's index alone (migration 0020).
+    private static func gridHits(_ shape: FeedGridShape, cells: String, since: String?) -> String {
         let column = shape.regions ? "region" : "cell"
-        let filters = (shape.kind ? [kindCondition] : []) + (shape.cursor ? [cursorCondition] : [])
-            + [blockCondition, visibleCondition]
-        // A hit is read from the cell's index alone (migration 0020); the page's posts, authors
-        // and books are joined after.
+        let filters = (since.map { ["po.created_at >= \($0)"] } ?? []) + (shape.kind ? [kindCondition] : [])
+            + (shape.cursor ? [cursorCondition] : []) + [blockCondition, visibleCondition]
         return """
-            WITH page AS (
-                SELECT hit.*
-                FROM unnest($11::int8[]) AS area(cell) CROSS JOIN LATERAL (
+            SELECT hit.*
+                FROM unnest(\(cells)::int8[]) AS area(cell) CROSS JOIN LATERAL (
                     SELECT po.id, po.created_at, \(distance) AS distance
                     FROM posts po
                     WHERE po.\(column) = area.cell AND CASE WHEN \(band) THEN \(distance) END <= $10
-                      AND \(filters.joined(separator: "\n      AND "))
+                      AND \(filters.joined(separator: "\n              AND "))
                     ORDER BY po.created_at DESC, po.id DESC
                     LIMIT $6
                 ) hit
                 ORDER BY hit.created_at DESC, hit.id DESC
                 LIMIT $6
-            )
-            SELECT \(columns), page.distance
-            FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
-            ORDER BY page.created_at DESC, page.id DESC
             """
     }
 
@@ -163,7 +181,7 @@ struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag>: Prepared
     }
     static var bindingDataTypes: [PostgresDataType] {
         [.text, .text, .uuid, .int8, .uuid, .int8, .uuid, .float8, .float8, .float8, .int8Array]
-            + Array(repeating: .float8, count: 6)
+            + Array(repeating: .float8, count: 6) + [.int8Array]
     }
     let values: [SQLValue]
 }

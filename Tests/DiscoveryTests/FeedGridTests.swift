@@ -136,33 +136,7 @@ import Testing
                 filter.near = NearbyArea(origin: GeoPoint(latitude: 51.5, longitude: -0.12), radiusKm: 5)
                 filter.kind = kind
                 filter.viewerID = viewer
-                let (statement, grid) = PostsStore.listPlan(filter, limit: 6, after: after)
-                #expect(grid != nil)
-                let area = try #require(filter.near)
-                let cells = try #require(FeedGrid.covering(area)?.cells)
-                let kindText: String = kind.map { "'\($0.rawValue)'" } ?? "NULL"
-                let micros: String = after.map { "\($0.micros)" } ?? "NULL"
-                let id: String = after.map { "'\($0.id.uuidString)'" } ?? "NULL"
-                let cellList: String = "'{" + cells.map { String($0) }.joined(separator: ",") + "}'"
-                let band: [String] = PostsStore.bandValues(area).map { value in
-                    if case .double(let degrees?) = value { return "\(degrees)" }
-                    return "NULL"
-                }
-                let arguments: [String] = [kindText, "NULL", "NULL", micros, id, "6", "'\(viewer.uuidString)'", "51.5", "-0.12", "5", cellList] + band
-                let read = try await app.db.withConnection { connection in
-                    try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
-                    try await connection.query(PostgresQuery(unsafeSQL: """
-                        PREPARE grid_plan(text, text, uuid, int8, uuid, int8, uuid, float8, float8, float8, int8[],
-                                          float8, float8, float8, float8, float8, float8) AS \(statement.sql)
-                        """), logger: Self.logger)
-                    var plan = ""
-                    for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
-                        EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE grid_plan(\(arguments.joined(separator: ", ")))
-                        """), logger: Self.logger).decode(String.self) { plan += text }
-                    try await connection.query("DEALLOCATE grid_plan", logger: Self.logger)
-                    try await connection.query("RESET plan_cache_mode", logger: Self.logger)
-                    return PlanRows.read("posts", in: try JSONSerialization.jsonObject(with: Data(plan.utf8)))
-                }
+                let read = try await postsReadOnGenericPlan(app, filter, limit: 6, after: after)
                 #expect(read > 0 && read <= 60, "kind \(String(describing: kind)), cursor \(after != nil): \(read) posts read")
             }
             // And the server runs that plan from the first request, rather than planning each one.
@@ -182,7 +156,76 @@ import Testing
         }
     }
 
+    /// A dense cell the circle only clips is read back to the page the inner cells fill, not to
+    /// its end; and what little of it is inside the circle still makes the page in its place.
+    @Test func anEdgeCellIsReadOnlyBackToTheInnerCellsPage() async throws {
+        try await withApp { app in
+            let author = try #require(UUID(uuidString: try await app.register().id))
+            let viewer = try await app.register()
+            let origin = GeoPoint(latitude: 51.55, longitude: -0.15)
+            let area = NearbyArea(origin: origin, radiusKm: 6)
+            let covering = try #require(FeedGrid.covering(area))
+            let north = FeedGrid.cell(latitude: 51.65, longitude: -0.15, step: 0.1)
+            #expect(covering.edge.contains(north) && covering.inner.contains(FeedGrid.cell(latitude: 51.55, longitude: -0.15, step: 0.1)))
+            // (latitude, posts, first post's seconds after noon, seconds between posts)
+            for (latitude, count, newest, step) in [(51.55, 30, 0.0, 1.0), (51.65, 3000, 100.0, 0.1), (51.602, 3, -2.5, 50.0)] {
+                try await app.db.query("""
+                    WITH pin AS (
+                        INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                        VALUES (\(author), 'p', 'meetup', \(latitude), -0.15, \(latitude), -0.15) RETURNING id)
+                    INSERT INTO posts (author_id, kind, body, pin_id, created_at)
+                    SELECT \(author), 'offer', 'x', pin.id, timestamptz '2026-06-01 12:00' + (\(newest) - i * \(step)) * interval '1 second'
+                    FROM pin CROSS JOIN generate_series(0, \(count) - 1) AS i
+                    """)
+            }
+            try await app.db.query("VACUUM ANALYZE posts")
+            var filter = FeedFilter()
+            filter.near = area
+            filter.viewerID = try #require(UUID(uuidString: viewer.id))
+            // The page of 6 reaches back 5 s; the edge cell has 1,050 posts in the 105 s since.
+            let read = try await postsReadOnGenericPlan(app, filter, limit: 6, after: nil)
+            #expect(read > 0 && read <= 1_200, "\(read) posts read")
+            let base = "/v1/posts?latitude=51.55&longitude=-0.15&radius_km=6"
+            let expected = try await bruteForce(app, origin: origin, radiusKm: 6, kind: nil)
+            #expect(expected.count == 33)
+            #expect(try await app.feedIDs(base, token: viewer.token, limit: 6) == expected)
+        }
+    }
+
     private static let logger = Logger(label: "feed-grid-test")
+
+    /// Posts (index entries or rows) the grid read's generic plan touches for one page.
+    private func postsReadOnGenericPlan(_ app: TestApp, _ filter: FeedFilter, limit: Int, after: Cursor?) async throws -> Int {
+        let (statement, grid) = PostsStore.listPlan(filter, limit: limit, after: after)
+        #expect(grid != nil)
+        let area = try #require(filter.near)
+        let covering = try #require(FeedGrid.covering(area))
+        let kindText: String = filter.kind.map { "'\($0.rawValue)'" } ?? "NULL"
+        let micros: String = after.map { "\($0.micros)" } ?? "NULL"
+        let id: String = after.map { "'\($0.id.uuidString)'" } ?? "NULL"
+        func list(_ cells: [Int64]) -> String { "'{" + cells.map { String($0) }.joined(separator: ",") + "}'" }
+        let band: [String] = PostsStore.bandValues(area).map { value in
+            if case .double(let degrees?) = value { return "\(degrees)" }
+            return "NULL"
+        }
+        let viewer = filter.viewerID.map { "'\($0.uuidString)'" } ?? "NULL"
+        let arguments: [String] = [kindText, "NULL", "NULL", micros, id, "\(limit)", viewer, "\(area.origin.latitude)",
+                                   "\(area.origin.longitude)", "\(area.radiusKm)", list(covering.inner)] + band + [list(covering.edge)]
+        return try await app.db.withConnection { connection in
+            try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
+            try await connection.query(PostgresQuery(unsafeSQL: """
+                PREPARE grid_plan(text, text, uuid, int8, uuid, int8, uuid, float8, float8, float8, int8[],
+                                  float8, float8, float8, float8, float8, float8, int8[]) AS \(statement.sql)
+                """), logger: Self.logger)
+            var plan = ""
+            for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
+                EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE grid_plan(\(arguments.joined(separator: ", ")))
+                """), logger: Self.logger).decode(String.self) { plan += text }
+            try await connection.query("DEALLOCATE grid_plan", logger: Self.logger)
+            try await connection.query("RESET plan_cache_mode", logger: Self.logger)
+            return PlanRows.read("posts", in: try JSONSerialization.jsonObject(with: Data(plan.utf8)))
+        }
+    }
 
     /// Meetup pins (public point = exact point) scattered around `origin`, several posts on each;
     /// every third post shares one timestamp, so ties are broken by id across cells.
