@@ -32,8 +32,11 @@ package struct MapRoutes: Sendable {
         let zoomCell = 360 / (pow(2, Double(zoom)) * 8)
         let boundCell = sqrt(box.widthDegrees * box.heightDegrees / Double(Self.maxMarkers))
         let clusters = try await map.clusters(in: box, viewer: viewer, cellDegrees: max(zoomCell, boundCell, 1e-6), limit: Self.maxMarkers)
+        // The clusters' total is never below the pins in the box; the single pins are counted
+        // again all the same, since pins may have come between the two reads.
         if clusters.count < Self.maxMarkers, clusters.reduce(0, { $0 + $1.count }) <= Self.maxSinglePins {
-            return try .json(["data": try await map.pins(in: box, viewer: viewer, limit: Self.maxSinglePins)], for: request)
+            let singles = try await map.pins(in: box, viewer: viewer, limit: Self.maxSinglePins + 1)
+            if singles.count <= Self.maxSinglePins { return try .json(["data": singles], for: request) }
         }
         return try .json(["data": clusters], for: request)
     }

@@ -31,13 +31,21 @@ package struct MapStore: Sendable {
         """
     }
 
-    package static func values(_ box: MapBox, viewer: UUID) -> [SQLValue] {
+    /// $1–$9: the viewer and the box, each side moved out by `margin` degrees.
+    package static func values(_ box: MapBox, viewer: UUID, margin: Double = 0) -> [SQLValue] {
         let (first, second) = (box.boxes[0], box.boxes.count > 1 ? box.boxes[1] : box.boxes[0])
-        return [.uuid(viewer)] + [first, second].flatMap { [.double($0.west), .double($0.south), .double($0.east), .double($0.north)] }
+        return [.uuid(viewer)] + [first, second].flatMap { side in
+            [side.west - margin, side.south - margin, side.east + margin, side.north + margin].map { .double($0) }
+        }
     }
 
-    /// Up to `limit` single pins in the box, nearest the south-west corner first. The inner
-    /// `LIMIT` stops the index scan there, so a dense box costs no more than a sparse one.
+    /// The side of a spot (`bookworm_map_spot`, 0.01 degree): a spot that reaches into the box
+    /// has its mean point within this of it.
+    static let spotDegrees = 0.01
+
+    /// Up to `limit` single pins in the box, by latitude then longitude. The `LIMIT` inside stops
+    /// the index scan there, so a dense box costs no more than a sparse one; the caller learns
+    /// there are more from the count.
     package func pins(in box: MapBox, viewer: UUID, limit: Int) async throws -> [MapMarker] {
         let statement = SQLStatement(sql: """
             SELECT lat, lon FROM (
@@ -54,9 +62,11 @@ package struct MapStore: Sendable {
     /// Pins grouped into square cells of `cellDegrees` aligned at (-90, -180), so no cell
     /// straddles the antimeridian; each cluster sits at its pins' mean public point. It reads
     /// spots (`pin_spots`, migration 0022: the pins of a ~1 km square, counted and summed) whose
-    /// mean point is in the box, less the pins of whoever the viewer is blocked with, so the cost
-    /// follows the box's area and the viewer's blocks, not how many people pinned the city. A
-    /// spot joins a cluster whole: clusters are never finer than a spot.
+    /// mean point is within a spot's side of the box, less the pins of whoever the viewer is
+    /// blocked with, so the cost follows the box's area and the viewer's blocks, not how many
+    /// people pinned the city. Every spot that reaches into the box is read, so the clusters
+    /// never count fewer pins than the box holds (a few just outside may join). A spot joins a
+    /// cluster whole: clusters are never finer than a spot.
     func clusters(in box: MapBox, viewer: UUID, cellDegrees: Double, limit: Int) async throws -> [MapMarker] {
         let statement = SQLStatement(sql: """
             WITH hidden AS (
@@ -80,7 +90,7 @@ package struct MapStore: Sendable {
             GROUP BY floor((latitude + 90) / $10), floor((longitude + 180) / $10)
             ORDER BY 3 DESC, 1, 2
             LIMIT $11
-            """, values: Self.values(box, viewer: viewer) + [.double(cellDegrees), .int(limit)])
+            """, values: Self.values(box, viewer: viewer, margin: Self.spotDegrees) + [.double(cellDegrees), .int(limit)])
         var markers: [MapMarker] = []
         for try await (lat, lon, count) in try await client.query(statement.query, logger: logger).decode((Double, Double, Int).self) {
             markers.append(MapMarker(latitude: lat, longitude: lon, count: count))

@@ -121,6 +121,23 @@ import Testing
         }
     }
 
+    /// A spot whose pins lie mostly just outside the box still reaches into it: the pins inside
+    /// are counted (with their spot's others), never left off the map.
+    @Test func aSpotReachingIntoTheBoxIsNeverLeftOut() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let id = try #require(UUID(uuidString: owner.id))
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(id), 'p', 'meetup', 0, 0, 52.505, CASE WHEN i <= 320 THEN 13.409 ELSE 13.401 END
+                FROM generate_series(1, 2320) AS i
+                """)
+            let markers = try await app.request(.get, "/v1/map/pins?bbox=13.405,52.45,13.5,52.55&zoom=12", token: owner.token)
+                .jsonObject()["data"] as? [[String: Any]]
+            #expect((markers?.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } ?? 0) >= 320)
+        }
+    }
+
     /// Blocking works on counts too: the blocked person's pins come off the viewer's clusters,
     /// each person once even when both blocked each other.
     @Test func mutualBlocksTakeThePinsOffOnce() async throws {
