@@ -11,37 +11,23 @@ import Testing
 @Suite struct PagesTests {
     func withPagesServer(_ body: @escaping @Sendable (TestApp, SMTPSink, ServerProcess) async throws -> Void) async throws {
         try await withSink { sink in
-            // The links carry the port, so it is chosen before the server starts; another process
-            // can take it in between ("Address already in use", seen in CI): then again on another.
-            for attempt in 1...3 {
-                let port = try ServerProcess.freePort()
+            // The links carry the port, so it is chosen before the server starts.
+            try await ServerProcess.withFreePort { port in
                 let base = "http://127.0.0.1:\(port)"
-                do {
-                    try await withApp(configure: { $0.mail.publicBaseURL = base }) { app in
-                        let server: ServerProcess
-                        do {
-                            server = try await ServerProcess(databaseURL: app.settings.connectionURL, port: port,
-                                                             environment: ["PUBLIC_BASE_URL": base])
-                        } catch let failure as TestFailure where failure.description.contains("Address already in use") {
-                            throw PortTaken(failure: failure)
-                        }
-                        do {
-                            try await body(app, sink, server)
-                            server.stop()
-                        } catch {
-                            server.stop()
-                            throw error
-                        }
+                try await withApp(configure: { $0.mail.publicBaseURL = base }) { app in
+                    let server = try await ServerProcess(databaseURL: app.settings.connectionURL, port: port,
+                                                         environment: ["PUBLIC_BASE_URL": base])
+                    do {
+                        try await body(app, sink, server)
+                        server.stop()
+                    } catch {
+                        server.stop()
+                        throw error
                     }
-                    return
-                } catch let taken as PortTaken {
-                    if attempt == 3 { throw taken.failure }
                 }
             }
         }
     }
-
-    struct PortTaken: Error { let failure: TestFailure }
 
     func link(_ path: String, to account: TestApp.Account, in sink: SMTPSink) throws -> String {
         let pattern = try Regex("http://127\\.0\\.0\\.1:[0-9]+/\(path)\\?token=[A-Za-z0-9_-]+")

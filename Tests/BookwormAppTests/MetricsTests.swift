@@ -16,10 +16,12 @@ import Testing
     }
 
     @Test func requestsOutboxPoolAndHashingMoveByWhatTheTrafficDid() async throws {
-        let metricsPort = try ServerProcess.freePort()
         try await withTestDatabase { settings, _ in
-            let server = try await ServerProcess(databaseURL: settings.connectionURL,
-                                                 environment: ["BOOKWORM_METRICS_PORT": String(metricsPort)])
+            var chosen: (server: ServerProcess, metricsPort: Int)?
+            try await ServerProcess.withFreePort { port in
+                chosen = (try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_METRICS_PORT": String(port)]), port)
+            }
+            let (server, metricsPort) = try #require(chosen)
             defer { server.stop() }
             let missing = ["\"/v1/users/{username}\"", "\"404\"", "\"GET\""]
             for _ in 0..<3 { #expect(try rawRequest(port: server.port, "GET", "/v1/users/nobody_here").status == 404) }

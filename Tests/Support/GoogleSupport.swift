@@ -42,11 +42,21 @@ final class FakeGoogle: Sendable {
             return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "public, max-age=3600"],
                             body: .init(byteBuffer: ByteBuffer(string: body)))
         }
-        let port = try ServerProcess.freePort()
         var quiet = Logger(label: "fake-google")
         quiet.logLevel = .critical
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: quiet)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        // Port 0, read back once it listens: a port chosen beforehand can be taken in between.
+        let (ports, listening) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { channel in
+                                  listening.yield(channel.localAddress?.port ?? 0)
+                                  listening.finish()
+                              }, logger: quiet)
+        let task = Task {
+            defer { listening.finish() }
+            try await app.runService(gracefulShutdownSignals: [])
+        }
+        var bound = ports.makeAsyncIterator()
+        guard let port = await bound.next(), port > 0 else { throw TestFailure("fake Google key server did not start") }
         let google = FakeGoogle(port: port, task: task, keys: keys, served: served)
         try google.addKey("k1", published: true)
         // The probe blocks on a socket: off the cooperative pool, which the server needs.

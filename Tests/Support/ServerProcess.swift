@@ -80,6 +80,19 @@ final class ServerProcess: @unchecked Sendable {
         return (String(fields[3]), String(fields[4]))
     }
 
+    /// Runs `body` with a free port for a server that must know its port before it starts (a
+    /// link or a second listener carries it). Another process can take the port in between
+    /// ("Address already in use", seen in CI): then `body` runs again with another.
+    static func withFreePort(_ body: (Int) async throws -> Void) async throws {
+        for attempt in 1...3 {
+            do {
+                return try await body(try freePort())
+            } catch let failure as TestFailure where attempt < 3 && failure.description.contains("Address already in use") {
+                continue
+            }
+        }
+    }
+
     /// A port nobody listens on, chosen below the kernel's range for outgoing connections' ports:
     /// a port from that range (what binding port 0 gives) could be taken by another test's
     /// outgoing connection before the server binds it ("Address already in use", seen in CI).
