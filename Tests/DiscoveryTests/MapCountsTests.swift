@@ -37,17 +37,23 @@ import Testing
                                          : "UPDATE users SET suspended_at = NULL WHERE id = \(id)")
     }
 
+    /// `count` meetup pins of `owner` in one statement, as an import writes them; `latitude` and
+    /// `longitude` are SQL over `i`, the pin's number from 1.
+    func insertPins(_ app: TestApp, owner: UUID, count: Int, latitude: String, longitude: String) async throws {
+        try await app.db.query(PostgresQuery(unsafeSQL: """
+            INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+            SELECT '\(owner.uuidString)', 'p', 'meetup', 0, 0, \(latitude), \(longitude)
+            FROM generate_series(1, \(count)) AS i
+            """))
+    }
+
     @Test func pinSpotsFollowEveryWriteMoveDeleteSuspensionAndErasure() async throws {
         try await withApp { app in
             let ana = try await app.register(), ben = try await app.register(), cleo = try await app.register()
             let viewer = try await app.register()
             let many = try #require(UUID(uuidString: ben.id))
-            // One statement of many pins, several on one point, as an import writes them.
-            try await app.db.query("""
-                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-                SELECT \(many), 'p', 'meetup', 52.5, 13.4, 52.5 + (i % 7) * 0.01, 13.4 + (i % 5) * 0.01
-                FROM generate_series(1, 400) AS i
-                """)
+            // Many pins in one statement, several on one point.
+            try await insertPins(app, owner: many, count: 400, latitude: "52.5 + (i % 7) * 0.01", longitude: "13.4 + (i % 5) * 0.01")
             let moved = try #require(try await app.addPin(ana.token, latitude: 52.52, longitude: 13.405)["id"] as? String)
             _ = try await app.addPin(ana.token, label: "Park", latitude: 52.6, longitude: 13.3, kind: "meetup")
             _ = try await app.addPin(cleo.token, latitude: 52.52, longitude: 13.405)
@@ -104,12 +110,8 @@ import Testing
         try await withApp { app in
             let owner = try await app.register()
             let id = try #require(UUID(uuidString: owner.id))
-            try await app.db.query("""
-                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-                SELECT \(id), 'p', 'meetup', 0, 0, CASE WHEN i <= 250 THEN 52.501 ELSE 52.504 END,
-                       CASE WHEN i <= 250 THEN 13.402 ELSE 13.406 END
-                FROM generate_series(1, 400) AS i
-                """)
+            try await insertPins(app, owner: id, count: 400, latitude: "CASE WHEN i <= 250 THEN 52.501 ELSE 52.504 END",
+                                 longitude: "CASE WHEN i <= 250 THEN 13.402 ELSE 13.406 END")
             // Taking pins away must move the mean back as well as adding them moved it.
             try await app.db.query("DELETE FROM pins WHERE ctid IN (SELECT ctid FROM pins WHERE public_longitude = 13.406 LIMIT 50)")
             let markers = try await app.request(.get, "/v1/map/pins?bbox=13,52,14,53&zoom=8", token: owner.token).jsonObject()["data"] as? [[String: Any]]
@@ -127,11 +129,7 @@ import Testing
         try await withApp { app in
             let owner = try await app.register()
             let id = try #require(UUID(uuidString: owner.id))
-            try await app.db.query("""
-                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-                SELECT \(id), 'p', 'meetup', 0, 0, 52.505, CASE WHEN i <= 320 THEN 13.409 ELSE 13.401 END
-                FROM generate_series(1, 2320) AS i
-                """)
+            try await insertPins(app, owner: id, count: 2320, latitude: "52.505", longitude: "CASE WHEN i <= 320 THEN 13.409 ELSE 13.401 END")
             let markers = try await app.request(.get, "/v1/map/pins?bbox=13.405,52.45,13.5,52.55&zoom=12", token: owner.token)
                 .jsonObject()["data"] as? [[String: Any]]
             #expect((markers?.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } ?? 0) >= 320)
@@ -144,10 +142,7 @@ import Testing
         try await withApp { app in
             let ana = try await app.register(), ben = try await app.register()
             let many = try #require(UUID(uuidString: ben.id))
-            try await app.db.query("""
-                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-                SELECT \(many), 'p', 'meetup', 52.5, 13.4, 52.5 + (i % 20) * 0.01, 13.4 FROM generate_series(1, 350) AS i
-                """)
+            try await insertPins(app, owner: many, count: 350, latitude: "52.5 + (i % 20) * 0.01", longitude: "13.4")
             _ = try await app.addPin(ana.token, latitude: 52.52, longitude: 13.405)
             #expect(try await total(app, ana.token) == 351)
             #expect(try await app.request(.put, "/v1/users/\(ben.username)/block", token: ana.token).status == .noContent)

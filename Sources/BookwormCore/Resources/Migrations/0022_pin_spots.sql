@@ -66,6 +66,15 @@ DECLARE
         ELSE 'SELECT owner_id, public_latitude, public_longitude, 1 AS n FROM new_pins
               UNION ALL SELECT owner_id, public_latitude, public_longitude, -1 FROM old_pins' END;
 BEGIN
+    -- A label or the default flag changed: nothing to count, and no owner to lock. (Nested, so
+    -- that an insert's or a delete's trigger never plans a query naming both tables.)
+    IF TG_OP = 'UPDATE' THEN
+        IF NOT EXISTS (
+            SELECT 1 FROM old_pins o JOIN new_pins n USING (id)
+            WHERE (o.owner_id, o.public_latitude, o.public_longitude) IS DISTINCT FROM (n.owner_id, n.public_latitude, n.public_longitude)) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
     EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM users WHERE id IN (SELECT owner_id FROM (%s) c)
                     ORDER BY id FOR SHARE) locked', changes);
     EXECUTE pin_spots_shift(format(
