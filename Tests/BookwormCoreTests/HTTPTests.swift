@@ -35,6 +35,24 @@ import Testing
         }
     }
 
+    @Test func queryValuesAreFoundByTheirDecodedNameAnywhereInTheQuery() throws {
+        let query = "a=1&&b&c%20d=%E2%9C%93&e=&f=+x+&g=%E2%80%83hi%E2%80%83&a=2&=orphan&h=x%3Dy"
+        let request = Request(head: HTTPRequest(method: .get, scheme: "http", authority: "localhost", path: "/v1/x?" + query),
+                              body: .init(buffer: ByteBuffer()))
+        #expect(request.queryValue("a") == "1")
+        #expect(request.queryValue("b") == "")
+        #expect(request.queryValue("c d") == "✓")
+        #expect(request.queryValue("e") == "")
+        #expect(request.queryValue("h") == "x=y")
+        #expect(request.queryValue("") == nil)
+        #expect(request.queryValue("zz") == nil)
+        #expect(try request.queryText("f") == "x")
+        // An em space either side is white space to Foundation, and trimmed as before.
+        #expect(try request.queryText("g") == "hi")
+        #expect(try request.queryText("e") == nil)
+        #expect(throws: AppError.self) { try request.queryText("a", maxLength: 0) }
+    }
+
     @Test func unknownRouteIsProblemJSON404() async throws {
         try await withApp { app in
             let response = try await app.request(.get, "/v1/no-such-thing")

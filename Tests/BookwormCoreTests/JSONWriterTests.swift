@@ -60,9 +60,10 @@ import Testing
             let place = PublicPlace(latitude: number, longitude: -number)
             try expectSameBytes(Page(data: [NearbyCopy(copy: Self.copy(&random), distanceKm: number, sortKey: 0, place: place)], nextCursor: nil))
         }
-        // Whole seconds, fractions either side, leap days, the turn of centuries, before 1970.
+        // Whole seconds, fractions either side, leap days, the turn of centuries, before 1970,
+        // and the first instant of year 10000 (five digits: the writer's longer path).
         let instants: [Double] = [0, 0.999, 1.7, -0.5, -1.3, -86_400.25, 951_782_400, 951_868_799.9, 4_107_542_400, 1_793_000_000.999999,
-                                  -2_208_988_800, 253_402_300_799]
+                                  -2_208_988_800, 253_402_300_799, 253_402_300_800]
         for instant in instants {
             let base = Self.copy(&random)
             let copy = CopyView(id: base.id, book: base.book, owner: base.owner, condition: "good", status: "available", notes: nil,

@@ -33,8 +33,9 @@ package enum InputSanity {
         for item in (query ?? "").split(separator: "&") {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let rawName = parts[0]
-            let name = percentDecoded(rawName, plusIsSpace: true).flatMap { String(validating: $0, as: UTF8.self) }
-            let field = name.map { $0.contains("\0") ? "query" : "query.\($0)" } ?? "query"
+            let name = Request.formDecoded(rawName)
+            // Named only when something is wrong: most requests have nothing to report.
+            var field: String { name.map { $0.contains("\0") ? "query" : "query.\($0)" } ?? "query" }
             if let message = problem(inPercentEncoded: rawName, plusIsSpace: true) {
                 return FieldError(field, message)
             }
@@ -74,6 +75,9 @@ package enum InputSanity {
     }
 
     private static func problem(inPercentEncoded text: Substring, plusIsSpace: Bool) -> String? {
+        // Without escapes the bytes are the string's own, valid UTF-8 already: only NUL to look
+        // for, without decoding a copy (every parameter of every request comes through here).
+        if !text.utf8.contains(UInt8(ascii: "%")) { return text.utf8.contains(0) ? nulMessage : nil }
         guard let bytes = percentDecoded(text, plusIsSpace: plusIsSpace) else { return "has a malformed percent escape" }
         if bytes.contains(0) { return nulMessage }
         if String(validating: bytes, as: UTF8.self) == nil { return utf8Message }

@@ -31,11 +31,18 @@ package struct JSONWriter {
 
     /// A key inside an object; callers give keys in sorted order, as `.sortedKeys` would.
     package mutating func key(_ name: StaticString) {
-        separate()
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+        let count = name.utf8CodeUnitCount, comma = needsComma
+        // One append per key rather than five: an array append checks capacity and uniqueness
+        // each time, and keys are a third of a page's appends.
+        chunk(count + 4) { out in
+            var at = 0
+            if comma { out[0] = UInt8(ascii: ","); at = 1 }
+            out[at] = UInt8(ascii: "\"")
+            for index in 0..<count { out[at + 1 + index] = name.utf8Start[index] }
+            out[at + 1 + count] = UInt8(ascii: "\"")
+            out[at + 2 + count] = UInt8(ascii: ":")
+            return at + 3 + count
+        }
         needsComma = false
     }
 
@@ -46,13 +53,17 @@ package struct JSONWriter {
     }
 
     package mutating func string(_ text: String?) {
-        guard let text else { return null() }
+        guard var text else { return null() }
         separate()
         bytes.append(UInt8(ascii: "\""))
-        // Most text needs no escaping and is copied in one go.
-        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-            bytes.append(contentsOf: text.utf8)
-        } else {
+        // Most text needs no escaping and is copied in one go; native strings are contiguous
+        // UTF-8, so the check walks their bytes without decoding.
+        let copied = text.withUTF8 { utf8 -> Bool in
+            for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if !copied {
             for byte in text.utf8 { escape(byte) }
         }
         bytes.append(UInt8(ascii: "\""))
@@ -64,16 +75,23 @@ package struct JSONWriter {
     /// Lowercase, as `UUID.apiString`.
     package mutating func uuid(_ id: UUID?) {
         guard let id else { return null() }
-        separate()
-        bytes.append(UInt8(ascii: "\""))
-        withUnsafeBytes(of: id.uuid) { raw in
-            for (index, byte) in raw.enumerated() {
-                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0x0f)])
+        let comma = needsComma
+        chunk(39) { out in
+            var at = 0
+            if comma { out[0] = UInt8(ascii: ","); at = 1 }
+            out[at] = UInt8(ascii: "\"")
+            at += 1
+            withUnsafeBytes(of: id.uuid) { raw in
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 { out[at] = UInt8(ascii: "-"); at += 1 }
+                    out[at] = Self.hexDigit(raw[index] >> 4)
+                    out[at + 1] = Self.hexDigit(raw[index] & 0x0f)
+                    at += 2
+                }
             }
+            out[at] = UInt8(ascii: "\"")
+            return at + 1
         }
-        bytes.append(UInt8(ascii: "\""))
         needsComma = true
     }
 
@@ -95,6 +113,30 @@ package struct JSONWriter {
         let (day, dayOffset) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
         let (year, month, dayOfMonth) = Self.civil(fromDays: day)
         separate()
+        guard (0...9999).contains(year) else { return longDate(year, month, dayOfMonth, dayOffset) }
+        // Fixed width, so written in one append: `"YYYY-MM-DDTHH:MM:SSZ"`.
+        chunk(22) { out in
+            out[0] = UInt8(ascii: "\"")
+            Self.put(year, width: 4, into: out, at: 1)
+            out[5] = UInt8(ascii: "-")
+            Self.put(month, width: 2, into: out, at: 6)
+            out[8] = UInt8(ascii: "-")
+            Self.put(dayOfMonth, width: 2, into: out, at: 9)
+            out[11] = UInt8(ascii: "T")
+            Self.put(dayOffset / 3600, width: 2, into: out, at: 12)
+            out[14] = UInt8(ascii: ":")
+            Self.put(dayOffset / 60 % 60, width: 2, into: out, at: 15)
+            out[17] = UInt8(ascii: ":")
+            Self.put(dayOffset % 60, width: 2, into: out, at: 18)
+            out[20] = UInt8(ascii: "Z")
+            out[21] = UInt8(ascii: "\"")
+            return 22
+        }
+        needsComma = true
+    }
+
+    /// A year past 9999 (more digits), as `.iso8601` writes it.
+    private mutating func longDate(_ year: Int64, _ month: Int64, _ dayOfMonth: Int64, _ dayOffset: Int64) {
         bytes.append(UInt8(ascii: "\""))
         digits(year, width: 4)
         bytes.append(UInt8(ascii: "-"))
@@ -110,6 +152,28 @@ package struct JSONWriter {
         bytes.append(UInt8(ascii: "Z"))
         bytes.append(UInt8(ascii: "\""))
         needsComma = true
+    }
+
+    /// Up to `maximum` bytes written by `fill` into a stack buffer (it returns how many), then
+    /// appended at once: one capacity and uniqueness check for a whole key, id or date.
+    private mutating func chunk(_ maximum: Int, _ fill: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: maximum) { out in
+            let written = fill(out)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: out[..<written]))
+        }
+    }
+
+    /// `value` (0 up to 10^width - 1) in decimal, zero-padded, at `out[at...]`.
+    private static func put(_ value: Int64, width: Int, into out: UnsafeMutableBufferPointer<UInt8>, at: Int) {
+        var rest = value
+        for position in stride(from: at + width - 1, through: at, by: -1) {
+            out[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+            rest /= 10
+        }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     private mutating func separate() {

@@ -24,15 +24,19 @@ package enum Digest {
     }
     package static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
 
-    /// A 128-bit BLAKE2b fingerprint, for ETags: not a secret, only a change detector, and
-    /// libsodium's BLAKE2b runs several times faster than its portable SHA-256 (hashing every
-    /// response body with SHA-256 was 8 % of a nearby page's CPU).
+    /// A 128-bit SipHash fingerprint, for ETags: not a secret, only a change detector. SipHash
+    /// runs about five times faster than BLAKE2b in libsodium (7.6 against 37 µs for a nearby
+    /// page of 27 KB on this machine; BLAKE2b was 6 % of the server's CPU for such a page, and
+    /// SHA-256 before it 8 %). The key is fixed so that every process gives a page the same tag.
+    /// Whoever could craft a collision would only keep their own change from looking new.
     package static func fingerprint(_ bytes: [UInt8]) -> [UInt8] {
         precondition(Sodium.ready)
-        var out = [UInt8](repeating: 0, count: 16)
-        _ = crypto_generichash(&out, 16, bytes, UInt64(bytes.count), nil, 0)
+        var out = [UInt8](repeating: 0, count: Int(crypto_shorthash_siphashx24_BYTES))
+        _ = crypto_shorthash_siphashx24(&out, bytes, UInt64(bytes.count), fingerprintKey)
         return out
     }
+
+    private static let fingerprintKey = Array("bookworm etag v1".utf8)
 
     /// Compares secrets without an early exit an attacker could time.
     package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
