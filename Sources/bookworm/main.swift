@@ -116,9 +116,7 @@ func loadConfig() throws -> Config {
     let json = config.logFormat == .json
     LoggingSystem.bootstrap { label in
         if json { return JSONLogHandler(label: label, level: level) }
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
+        return TextLogHandler(label: label, level: level)
     }
     // Before anything makes a metric: requests, jobs and the hashing queue count from the start.
     if config.metricsPort != nil { AppMetrics.bootstrap() }

@@ -62,6 +62,33 @@ import Testing
         #expect((line["duration_ms"] as? Double).map { $0 >= 0 } == true)
     }
 
+    /// A `TextOutputStream` for swift-log's own `StreamLogHandler`, to compare layouts with.
+    struct Stream: TextOutputStream, Sendable {
+        let lines: Lines
+        mutating func write(_ string: String) { lines.append(string) }
+    }
+
+    @Test func aTextLineIsLaidOutAsSwiftLogsStreamHandlerLaysItOut() throws {
+        let ours = Lines(), theirs = Lines()
+        var loggers = [Logger(label: "bookworm.test") { TextLogHandler(label: $0, level: .info, write: ours.append) },
+                       Logger(label: "bookworm.test") { StreamLogHandler(label: $0, stream: Stream(lines: theirs), metadataProvider: nil) }]
+        for index in loggers.indices {
+            loggers[index][metadataKey: "b"] = "2"
+            loggers[index][metadataKey: "a"] = "1"
+            loggers[index].debug("below the level")
+            loggers[index].warning("hello", metadata: ["c": .stringConvertible(3), "a": "override"])
+            loggers[index][metadataKey: "a"] = nil
+            loggers[index][metadataKey: "b"] = nil
+            loggers[index].error("bare")
+        }
+        // Everything after the time (`2026-11-25T03:13:16+0000`), which is one line each.
+        let tails = { (lines: Lines) in lines.raw.map { $0.drop { $0 != " " } } }
+        #expect(tails(ours) == [" warning bookworm.test: a=override b=2 c=3 [BookwormCoreTests] hello\n",
+                                " error bookworm.test: [BookwormCoreTests] bare\n"])
+        #expect(tails(ours) == tails(theirs))
+        #expect(ours.raw.first?.prefix { $0 != " " }.count == "2026-11-25T03:13:16+0000".count)
+    }
+
     @Test func anUnknownLogFormatStopsStartUpNamingTheVariable() throws {
         #expect(try Config.fromEnvironment(["BOOKWORM_LOG_FORMAT": "json"]).logFormat == .json)
         #expect(try Config.fromEnvironment([:]).logFormat == .text)
