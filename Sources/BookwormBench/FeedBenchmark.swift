@@ -50,21 +50,16 @@ struct FeedBenchmark {
 
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-feed-\(getpid()).sql").path
         try (FeedBenchmarkSQL.globalFeed(limit: limit) + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
-        // Three alternating rounds (medians), so a machine that speeds up or slows down during
-        // the run affects both sides alike.
         // pgbench prepared (`-M prepared`, the issue's reference: a skilled user prepares), and
-        // its default simple protocol beside it, which parses and plans every run.
-        var runs: [WrkResult] = [], rates: [Double] = [], simpleRates: [Double] = [], p99s: [Double] = []
-        for _ in 0..<3 {
-            let slice = max(seconds / 3, 2)
-            runs.append(WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", base + "/v1/posts?limit=\(limit)"])))
-            let prepared = try database.pgbenchWithP99(pgbench, scripts: [script], clients: clients, seconds: slice, mode: "prepared")
-            rates.append(prepared.tps)
-            p99s.append(prepared.p99)
-            simpleRates.append(try database.pgbench(pgbench, script: script, clients: clients, seconds: slice, mode: "simple"))
-        }
-        let http = runs.sorted { $0.successfulPerSecond < $1.successfulPerSecond }[1]
-        report(page1: page1, page1000: page1000, sql: sql, http: http, pgbenchTPS: (rates.sorted()[1], simpleRates.sorted()[1], p99s.sorted()[1]))
+        // its default simple protocol beside it, which parses and plans every run; in
+        // alternating rounds (`PairedThroughput`).
+        let slice = max(seconds / 3, 2)
+        let throughput = try PairedThroughput.measure(
+            rounds: PairedThroughput.rounds,
+            wrk: { WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", base + "/v1/posts?limit=\(limit)"])) },
+            prepared: { try database.pgbenchWithP99(pgbench, scripts: [script], clients: clients, seconds: slice, mode: "prepared") },
+            simple: { try database.pgbench(pgbench, script: script, clients: clients, seconds: slice, mode: "simple") })
+        report(page1: page1, page1000: page1000, sql: sql, throughput: throughput)
     }
 
     struct SQLTimings {
@@ -188,8 +183,8 @@ struct FeedBenchmark {
         return (time, ids)
     }
 
-    private func report(page1: WrkResult, page1000: WrkResult, sql: SQLTimings, http: WrkResult, pgbenchTPS tps: (prepared: Double, simple: Double, p99: Double)) {
-        let pgbenchTPS = tps.prepared
+    private func report(page1: WrkResult, page1000: WrkResult, sql: SQLTimings, throughput: PairedThroughput) {
+        let pgbenchTPS = throughput.preparedRate, http = throughput.medianRun
         let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)
         let cursor1 = Percentiles(sql.cursorPage1), cursor1000 = Percentiles(sql.cursorPage1000)
         let offset1 = Percentiles(sql.offsetPage1), offset1000 = Percentiles(sql.offsetPage1000)
@@ -197,7 +192,7 @@ struct FeedBenchmark {
         let london = Percentiles(sql.london), londonByPins = Percentiles(sql.londonByPins)
         let pg = Percentiles(sql.nearbyPgbench), pgLondon = Percentiles(sql.londonPgbench)
         let full = sql.nearbyRows.filter { $0 == limit + 1 }.count
-        let share = http.successfulPerSecond / max(pgbenchTPS, 0.001)
+        let share = throughput.ratio
         print("")
         print(Table(rows: [
             ["measure (limit \(limit))", "p50", "p99", "reference / target", "met"],
@@ -220,14 +215,16 @@ struct FeedBenchmark {
             ["    the same pages as the server gets them (pool, deadlines)", ms(server.p50), ms(server.p99), "-", "-"],
             ["    central London from Swift, 100 runs (grid / by pins)", ms(london.p50) + " / " + ms(londonByPins.p50),
              ms(london.p99) + " / " + ms(londonByPins.p99), "-", "-"],
-            ["(c) HTTP global feed, \(clients) clients", String(format: "%.0f req/s", http.successfulPerSecond),
-             String(format: "p99 %@", ms(http.p99Millis)),
+            ["(c) HTTP global feed, \(clients) clients", String(format: "%.0f req/s", throughput.httpRate),
+             String(format: "p99 %@", ms(throughput.httpP99)),
              String(format: "%.0f tx/s pgbench -M prepared; >= 0.8 x: %.2f x", pgbenchTPS, share), share >= 0.8 ? "yes" : "NO"],
-            ["    the same beside pgbench's default (simple) protocol", String(format: "%.0f req/s", http.successfulPerSecond), "-",
-             String(format: "%.0f tx/s pgbench simple: %.2f x", tps.simple, http.successfulPerSecond / max(tps.simple, 0.001)), "-"],
-            TailLatency.row("    p99 at \(clients) clients", http: http.p99Millis, pgbench: tps.p99),
+            ["    each round's ratio (\(throughput.ratios.count) rounds, median above)", throughput.spread, "-", "-", "-"],
+            ["    the same beside pgbench's default (simple) protocol", String(format: "%.0f req/s", throughput.httpRate), "-",
+             String(format: "%.0f tx/s pgbench simple: %.2f x", throughput.simpleRate, throughput.httpRate / max(throughput.simpleRate, 0.001)), "-"],
+            TailLatency.row("    p99 at \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
         ]).render())
+        throughput.printRounds("global feed")
         BenchResults.save("feed", [
             ResultRow("global feed page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
                       ratio: ratio, goal: "<= 1.3 x", met: ratio <= 1.3),
@@ -245,9 +242,9 @@ struct FeedBenchmark {
             ResultRow("nearby feed p50 as the server gets it (pool, deadlines)", server.p50, "ms"),
             ResultRow("nearby feed p50, central London from Swift", london.p50, "ms", reference: String(format: "by pins %.2f ms", londonByPins.p50),
                       ratio: london.p50 / londonByPins.p50),
-            ResultRow("HTTP global feed, \(clients) clients", http.successfulPerSecond, "req/s",
+            ResultRow("HTTP global feed, \(clients) clients", throughput.httpRate, "req/s",
                       reference: String(format: "pgbench -M prepared %.0f tx/s", pgbenchTPS), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
-            TailLatency.result("HTTP global feed p99, \(clients) clients", http: http.p99Millis, pgbench: tps.p99),
+            TailLatency.result("HTTP global feed p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
         ])
     }
 

@@ -52,22 +52,12 @@ struct NearbyBenchmark {
         try report(timings, throughput: throughput, sparse: sparse)
     }
 
-    struct Throughput {
-        var http: [Double] = []
-        var prepared: [Double] = []
-        var simple: [Double] = []
-        /// p99 latencies in ms at the same concurrency: wrk's, and pgbench prepared's.
-        var httpP99: [Double] = []
-        var preparedP99: [Double] = []
-    }
-
     /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement, over the
     /// same 16 query points (each request or transaction takes one), both ways pgbench can:
     /// prepared once per connection (as the server runs it) and the default simple protocol
-    /// (parsed and planned every time). Three alternating rounds, so a machine that speeds up or
-    /// slows down during the run affects all three alike.
+    /// (parsed and planned every time), in alternating rounds (`PairedThroughput`).
     private func measureThroughput(_ tools: LoadTools, database: BenchDatabase,
-                                   at origins: [(latitude: Double, longitude: Double)]) throws -> Throughput {
+                                   at origins: [(latitude: Double, longitude: Double)]) throws -> PairedThroughput {
         let token = try BenchAccount.token(curl: tools.curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -82,18 +72,11 @@ struct NearbyBenchmark {
         }
         let lua = try BenchAccount.pathsScript(token: token, paths: paths)
         let slice = max(seconds / 3, 2)
-        var result = Throughput()
-        for _ in 0..<3 {
-            let wrk = WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", "-s", lua,
-                                                                "http://127.0.0.1:\(port)"]))
-            result.http.append(wrk.successfulPerSecond)
-            result.httpP99.append(wrk.p99Millis)
-            let pg = try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared")
-            result.prepared.append(pg.tps)
-            result.preparedP99.append(pg.p99)
-            result.simple.append(try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple"))
-        }
-        return result
+        return try PairedThroughput.measure(
+            rounds: PairedThroughput.rounds,
+            wrk: { WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", "-s", lua, "http://127.0.0.1:\(port)"])) },
+            prepared: { try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared") },
+            simple: { try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple") })
     }
 
     struct Timings {
@@ -212,14 +195,14 @@ struct NearbyBenchmark {
         }
     }
 
-    private func report(_ timings: Timings, throughput: Throughput, sparse: SparseNearby) throws {
+    private func report(_ timings: Timings, throughput: PairedThroughput, sparse: SparseNearby) throws {
         let server = Percentiles(timings.project), project = Percentiles(timings.projectSQL), postGIS = Percentiles(timings.postGIS)
         let cube = Percentiles(timings.cubeFloor), gisFloor = Percentiles(timings.postGISFloor), full = Percentiles(timings.fullScan)
         let ratio50 = project.p50 / max(postGIS.p50, 0.0001), ratio99 = project.p99 / max(postGIS.p99, 0.0001)
         let vsFull = full.p50 / max(project.p50, 0.0001)
         let owners = Percentiles(timings.ownersProject), gisOwners = Percentiles(timings.ownersPostGIS)
         let owners50 = owners.p50 / max(gisOwners.p50, 0.0001), owners99 = owners.p99 / max(gisOwners.p99, 0.0001)
-        let http = median(throughput.http), prepared = median(throughput.prepared), simple = median(throughput.simple)
+        let http = throughput.httpRate, prepared = throughput.preparedRate, simple = throughput.simpleRate
         let sameIDs = timings.project.count - timings.mismatches.count
         print("")
         print(Table(rows: [
@@ -247,10 +230,15 @@ struct NearbyBenchmark {
              "-", "all", timings.ownersMismatches.isEmpty ? "yes" : "NO"],
             ["owners pages needing a second round (first round \(NearbyStore.firstOwnersPinLimit(limit: limit)))",
              "\(timings.ownersMoreRounds) of \(timings.ownersProject.count)", "-", "-", "-"],
-            throughputRow("HTTP /v1/nearby/copies, \(clients) clients, 16 points", http, "pgbench -M prepared", prepared, goal: true),
-            throughputRow("same HTTP figure", http, "pgbench default (simple)", simple, goal: false),
-            TailLatency.row("    p99 at \(clients) clients", http: median(throughput.httpP99), pgbench: median(throughput.preparedP99)),
+            ["HTTP /v1/nearby/copies, \(clients) clients, 16 points", String(format: "%.0f req/s", http),
+             String(format: "%.0f tx/s pgbench -M prepared", prepared), String(format: ">= 0.8 x: %.2f x", throughput.ratio),
+             throughput.ratio >= 0.8 ? "yes" : "NO"],
+            ["    each round's ratio (\(throughput.ratios.count) rounds, median above)", throughput.spread, "-", "-", "-"],
+            ["same HTTP figure", String(format: "%.0f req/s", http), String(format: "%.0f tx/s pgbench default (simple)", simple),
+             String(format: "%.2f x", http / max(simple, 0.001)), "-"],
+            TailLatency.row("    p99 at \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
         ]).render())
+        throughput.printRounds("nearby copies")
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
         if !timings.ownersMismatches.isEmpty { print("owners differ at: \(timings.ownersMismatches.prefix(10).joined(separator: ", "))") }
         let slowest = timings.byPoint.sorted { $0.project > $1.project }.prefix(5)
@@ -275,19 +263,10 @@ struct NearbyBenchmark {
             ResultRow("nearby copies, same ids as PostGIS", Double(sameIDs), "points", reference: "\(timings.project.count) points",
                       goal: "all", met: timings.mismatches.isEmpty),
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
-                      ratio: http / max(prepared, 0.001), goal: ">= 0.8 x", met: http / max(prepared, 0.001) >= 0.8),
-            TailLatency.result("HTTP nearby p99, \(clients) clients", http: median(throughput.httpP99), pgbench: median(throughput.preparedP99)),
+                      ratio: throughput.ratio, goal: ">= 0.8 x", met: throughput.ratio >= 0.8),
+            TailLatency.result("HTTP nearby p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
         ] + sparse.rows)
     }
-
-    /// The issue's goal (HTTP at least 0.8 x pgbench prepared) applies to the prepared reference.
-    private func throughputRow(_ label: String, _ http: Double, _ reference: String, _ tps: Double, goal: Bool) -> [String] {
-        let share = http / max(tps, 0.001)
-        return [label, String(format: "%.0f req/s", http), String(format: "%.0f tx/s %@", tps, reference),
-                goal ? String(format: ">= 0.8 x: %.2f x", share) : String(format: "%.2f x", share), goal ? (share >= 0.8 ? "yes" : "NO") : "-"]
-    }
-
-    private func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
 }

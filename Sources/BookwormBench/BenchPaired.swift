@@ -1,0 +1,56 @@
+import Foundation
+
+/// HTTP throughput under wrk beside pgbench's on the same statement and concurrency, in
+/// alternating rounds. This machine's speed drifts by a third within minutes (pgbench alone
+/// ran the nearby statement at 2,070–4,040 tx/s in one quarter of an hour), so a ratio of two
+/// separate medians moved between 0.57 and 0.80 across runs of the same build. Each round
+/// measures both sides back to back and keeps their ratio; the figure is the median of those
+/// ratios, and the order within a round alternates (HTTP first, then pgbench first), so a
+/// steady speed-up or slow-down favours neither side.
+struct PairedThroughput {
+    static let rounds = 6
+
+    var http: [WrkResult] = []
+    var prepared: [(tps: Double, p99: Double)] = []
+    var simple: [Double] = []
+
+    /// `rounds` rounds (even, so each side goes first equally often); pgbench's simple protocol,
+    /// printed for comparison only, runs in every other round.
+    static func measure(rounds: Int, wrk: () throws -> WrkResult, prepared: () throws -> (tps: Double, p99: Double),
+                        simple: () throws -> Double) throws -> PairedThroughput {
+        var result = PairedThroughput()
+        for round in 0..<rounds {
+            if round % 2 == 0 {
+                result.http.append(try wrk())
+                result.prepared.append(try prepared())
+            } else {
+                result.prepared.append(try prepared())
+                result.http.append(try wrk())
+            }
+            if round % 2 == 0 { result.simple.append(try simple()) }
+        }
+        return result
+    }
+
+    /// Each round's HTTP rate ÷ pgbench prepared's, the two measured back to back.
+    var ratios: [Double] { zip(http, prepared).map { $0.successfulPerSecond / max($1.tps, 0.001) } }
+    /// The headline: the median of the rounds' ratios.
+    var ratio: Double { Self.median(ratios) }
+    var httpRate: Double { Self.median(http.map(\.successfulPerSecond)) }
+    var preparedRate: Double { Self.median(prepared.map(\.tps)) }
+    var simpleRate: Double { Self.median(simple) }
+    var httpP99: Double { Self.median(http.map(\.p99Millis)) }
+    var preparedP99: Double { Self.median(prepared.map(\.p99)) }
+    /// The round with the median HTTP rate, for its latencies and answer counts.
+    var medianRun: WrkResult { http.sorted { $0.successfulPerSecond < $1.successfulPerSecond }[http.count / 2] }
+    /// The rounds' ratios in the order they ran (HTTP went first in the first, third and fifth),
+    /// with each round's two rates, for the reader to see their spread and any drift.
+    var spread: String { ratios.map { String(format: "%.2f", $0) }.joined(separator: " ") }
+    func printRounds(_ label: String) {
+        let rounds = zip(http, prepared).map { String(format: "%.0f/%.0f", $0.successfulPerSecond, $1.tps) }
+        print("\(label), each round's HTTP req/s / pgbench prepared tx/s in order (HTTP first in rounds 1, 3, 5): "
+              + rounds.joined(separator: " "))
+    }
+
+    static func median(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.sorted()[values.count / 2] }
+}
