@@ -32,6 +32,18 @@ struct PairedThroughput {
         return result
     }
 
+    /// wrk at `target` (its URL, after any options such as a script) beside pgbench running
+    /// `scripts` on `database`, `clients` each, a third of `seconds` (at least 2) a side a round.
+    static func measure(_ tools: LoadTools, database: BenchDatabase, target: [String], scripts: [String], clients: Int,
+                        seconds: Int) throws -> PairedThroughput {
+        let slice = max(seconds / 3, 2)
+        return try measure(
+            rounds: rounds,
+            wrk: { WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency"] + target)) },
+            prepared: { try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared") },
+            simple: { try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple") })
+    }
+
     /// Each round's HTTP rate ÷ pgbench prepared's, the two measured back to back.
     var ratios: [Double] { zip(http, prepared).map { $0.successfulPerSecond / max($1.tps, 0.001) } }
     /// The headline: the median of the rounds' ratios.

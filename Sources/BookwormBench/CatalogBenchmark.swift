@@ -16,7 +16,7 @@ struct CatalogBenchmark {
 
     func run() async throws {
         let tools = try LoadTools.find()
-        let (wrk, curl, pgbench) = (tools.wrk, tools.curl, tools.pgbench)
+        let (wrk, curl) = (tools.wrk, tools.curl)
         let server = try ServerUnderTest.start(port: port)
         defer { server.stop() }
         let database = server.database(psql: tools.psql)
@@ -41,12 +41,8 @@ struct CatalogBenchmark {
         // The reference is pgbench prepared (a skilled user prepares); the default simple
         // protocol, which parses and plans every run, is printed beside it. In alternating
         // rounds (`PairedThroughput`).
-        let slice = max(seconds / 3, 2)
-        let throughput = try PairedThroughput.measure(
-            rounds: PairedThroughput.rounds,
-            wrk: { WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", base + "/v1/copies?limit=20&q=\(encoded)"])) },
-            prepared: { try database.pgbenchWithP99(pgbench, scripts: [script], clients: clients, seconds: slice, mode: "prepared") },
-            simple: { try database.pgbench(pgbench, script: script, clients: clients, seconds: slice, mode: "simple") })
+        let throughput = try PairedThroughput.measure(tools, database: database, target: [base + "/v1/copies?limit=20&q=\(encoded)"],
+                                                      scripts: [script], clients: clients, seconds: seconds)
         let http = throughput.medianRun, pg = throughput.preparedRate, pgP99 = throughput.preparedP99, simple = throughput.simpleRate
 
         let ratio = page1000.p50Millis / max(page1.p50Millis, 0.001)

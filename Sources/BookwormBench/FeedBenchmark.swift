@@ -53,12 +53,8 @@ struct FeedBenchmark {
         // pgbench prepared (`-M prepared`, the reference: a skilled user prepares), and
         // its default simple protocol beside it, which parses and plans every run; in
         // alternating rounds (`PairedThroughput`).
-        let slice = max(seconds / 3, 2)
-        let throughput = try PairedThroughput.measure(
-            rounds: PairedThroughput.rounds,
-            wrk: { WrkResult.parse(try Shell.run(wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", base + "/v1/posts?limit=\(limit)"])) },
-            prepared: { try database.pgbenchWithP99(pgbench, scripts: [script], clients: clients, seconds: slice, mode: "prepared") },
-            simple: { try database.pgbench(pgbench, script: script, clients: clients, seconds: slice, mode: "simple") })
+        let throughput = try PairedThroughput.measure(tools, database: database, target: [base + "/v1/posts?limit=\(limit)"],
+                                                      scripts: [script], clients: clients, seconds: seconds)
         report(page1: page1, page1000: page1000, sql: sql, throughput: throughput)
     }
 

@@ -71,12 +71,8 @@ struct NearbyBenchmark {
             try (sql + ";\n").write(toFile: scripts[index], atomically: true, encoding: .utf8)
         }
         let lua = try BenchAccount.pathsScript(token: token, paths: paths)
-        let slice = max(seconds / 3, 2)
-        return try PairedThroughput.measure(
-            rounds: PairedThroughput.rounds,
-            wrk: { WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency", "-s", lua, "http://127.0.0.1:\(port)"])) },
-            prepared: { try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared") },
-            simple: { try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple") })
+        return try PairedThroughput.measure(tools, database: database, target: ["-s", lua, "http://127.0.0.1:\(port)"], scripts: scripts,
+                                            clients: clients, seconds: seconds)
     }
 
     struct Timings {

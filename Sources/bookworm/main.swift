@@ -115,8 +115,7 @@ func loadConfig() throws -> Config {
     let level = Logger.Level(rawValue: config.logLevel) ?? .info
     let json = config.logFormat == .json
     LoggingSystem.bootstrap { label in
-        if json { return JSONLogHandler(label: label, level: level) }
-        return TextLogHandler(label: label, level: level)
+        LineLogHandler(label: label, level: level, format: json ? .json : .text)
     }
     // Before anything makes a metric: requests, jobs and the hashing queue count from the start.
     if config.metricsPort != nil { AppMetrics.bootstrap() }

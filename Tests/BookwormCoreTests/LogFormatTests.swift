@@ -22,7 +22,7 @@ import Testing
 
     @Test func eachEventIsOneParsableLineWithTimeLevelMessageAndMetadata() throws {
         let lines = Lines()
-        var logger = Logger(label: "bookworm.test") { JSONLogHandler(label: $0, level: .info, write: lines.append) }
+        var logger = Logger(label: "bookworm.test") { LineLogHandler(label: $0, level: .info, format: .json, write: lines.append) }
         logger[metadataKey: "instance"] = "api-1"
         logger.debug("below the level")
         logger.warning("odd \"input\"\nsecond line \u{7}", metadata: ["count": .stringConvertible(3), "ratio": .stringConvertible(0.5),
@@ -44,7 +44,7 @@ import Testing
 
     @Test func theAccessLineNamesRequestIDRouteStatusAndDuration() async throws {
         let lines = Lines()
-        let logger = Logger(label: "bookworm") { JSONLogHandler(label: $0, level: .info, write: lines.append) }
+        let logger = Logger(label: "bookworm") { LineLogHandler(label: $0, level: .info, format: .json, write: lines.append) }
         let router = Router(context: AppRequestContext.self)
         router.add(middleware: RequestSetupMiddleware(maxBodyBytes: 1024, trustForwardedFor: false))
         router.add(middleware: AccessLogMiddleware(logger: logger))
@@ -70,7 +70,7 @@ import Testing
 
     @Test func aTextLineIsLaidOutAsSwiftLogsStreamHandlerLaysItOut() throws {
         let ours = Lines(), theirs = Lines()
-        var loggers = [Logger(label: "bookworm.test") { TextLogHandler(label: $0, level: .info, write: ours.append) },
+        var loggers = [Logger(label: "bookworm.test") { LineLogHandler(label: $0, level: .info, format: .text, write: ours.append) },
                        Logger(label: "bookworm.test") { StreamLogHandler(label: $0, stream: Stream(lines: theirs), metadataProvider: nil) }]
         for index in loggers.indices {
             loggers[index][metadataKey: "b"] = "2"

@@ -4,38 +4,15 @@ import Logging
 /// One JSON object a line (`BOOKWORM_LOG_FORMAT=json`), for log shippers: `time` (UTC, ISO 8601
 /// with milliseconds), `level`, `label`, `message`, then every metadata key at the top level.
 /// Integers and decimals given as `.stringConvertible` are JSON numbers; nested metadata stays
-/// nested. A line is written with one `write` call, so lines from many threads never interleave.
-package struct JSONLogHandler: LogHandler {
-    package var metadata: Logger.Metadata = [:]
-    package var logLevel: Logger.Level
-    let label: String
-    let write: @Sendable (String) -> Void
-
-    package init(label: String, level: Logger.Level, write: @escaping @Sendable (String) -> Void = JSONLogHandler.standardError) {
-        self.label = label
-        self.logLevel = level
-        self.write = write
-    }
-
-    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    package func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-                     file: String, function: String, line: UInt) {
-        var fields = metadata
-        if let explicit { fields.merge(explicit) { $1 } }
-        var text = "{\"time\":\(Self.quoted(Self.timestamp(Date()))),\"level\":\(Self.quoted(level.rawValue))"
-        text += ",\"label\":\(Self.quoted(label)),\"message\":\(Self.quoted(message.description))"
+/// nested.
+enum JSONLogLine {
+    static func line(level: Logger.Level, label: String, message: Logger.Message, fields: Logger.Metadata) -> String {
+        var text = "{\"time\":\(quoted(timestamp(Date()))),\"level\":\(quoted(level.rawValue))"
+        text += ",\"label\":\(quoted(label)),\"message\":\(quoted(message.description))"
         for key in fields.keys.sorted() where !["time", "level", "label", "message"].contains(key) {
-            if let value = fields[key] { text += ",\(Self.quoted(key)):\(Self.json(value))" }
+            if let value = fields[key] { text += ",\(quoted(key)):\(json(value))" }
         }
-        write(text + "}\n")
-    }
-
-    package static let standardError: @Sendable (String) -> Void = { line in
-        FileHandle.standardError.write(Data(line.utf8))
+        return text + "}\n"
     }
 
     static func timestamp(_ date: Date) -> String {
