@@ -53,7 +53,8 @@ struct PairedThroughput {
     var simpleRate: Double { Self.median(simple) }
     var httpP99: Double { Self.median(http.map(\.p99Millis)) }
     var preparedP99: Double { Self.median(prepared.map(\.p99)) }
-    /// The round with the median HTTP rate, for its latencies and answer counts.
+    /// The round at the median HTTP rate (the upper middle one of an even count), for its
+    /// latencies and answer counts.
     var medianRun: WrkResult { http.sorted { $0.successfulPerSecond < $1.successfulPerSecond }[http.count / 2] }
     /// The rounds' ratios in the order they ran (HTTP went first in the first, third and fifth),
     /// with each round's two rates, for the reader to see their spread and any drift.
@@ -64,5 +65,11 @@ struct PairedThroughput {
               + rounds.joined(separator: " "))
     }
 
-    static func median(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.sorted()[values.count / 2] }
+    /// The middle value, or the mean of the two middle ones for an even count (six rounds: the
+    /// upper of the two would lean the headline up).
+    static func median(_ values: [Double]) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let sorted = values.sorted(), middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
 }
