@@ -20,19 +20,23 @@ extension PostsStore {
                 """, values: filters + Self.areaValues(near, boxes: false)), nil)
         }
         guard let covering = FeedGrid.covering(near) else { return (pinsStatement(conditions, filters, near), nil) }
-        let shape = FeedGridShape(regions: covering.level.column != "cell", kind: filter.kind != nil, cursor: after != nil)
+        let regions = covering.level.column != "cell"
+        let shape = FeedGridShape(regions: regions, kind: filter.kind != nil, cursor: after != nil,
+                                  points: !regions && covering.inner.isEmpty)
         return (SQLStatement(sql: gridText(shape), values: filters + Self.areaValues(near, boxes: false) + [.int64Array(covering.inner)]
                              + Self.bandValues(near) + [.int64Array(covering.edge)]), shape)
     }
 
     /// A shape's text, built once rather than on every request.
-    static func gridText(_ shape: FeedGridShape) -> String { gridTexts[shape] ?? gridSQL(shape) }
+    static func gridText(_ shape: FeedGridShape) -> String { gridTexts[shape] ?? text(shape) }
 
-    private static let gridTexts = Dictionary(uniqueKeysWithValues: [false, true].flatMap { regions in
+    private static func text(_ shape: FeedGridShape) -> String { shape.points ? pointsSQL(shape) : gridSQL(shape) }
+
+    private static let gridTexts = Dictionary(uniqueKeysWithValues: [(false, false), (true, false), (false, true)].flatMap { regions, points in
         [false, true].flatMap { kind in
             [false, true].map { cursor in
-                let shape = FeedGridShape(regions: regions, kind: kind, cursor: cursor)
-                return (shape, gridSQL(shape))
+                let shape = FeedGridShape(regions: regions, kind: kind, cursor: cursor, points: points)
+                return (shape, text(shape))
             }
         }
     })
@@ -65,19 +69,52 @@ extension PostsStore {
         """
     }
 
+    /// A radius that no cell lies mostly inside (all its cells, $18, are edge cells): the
+    /// public points holding posts in those cells (migration 0023) that are inside the radius,
+    /// each point's posts newest first, the newest page of those. A dense cell's posts at points
+    /// outside the circle are never read. The inner cells and the band ($11–$17) are not used.
+    private static func pointsSQL(_ shape: FeedGridShape) -> String {
+        """
+        WITH points AS MATERIALIZED (
+            SELECT pp.latitude, pp.longitude FROM post_points pp
+            WHERE pp.cell = ANY($18::int8[]) AND bookworm_distance_km($8, $9, pp.latitude, pp.longitude) <= $10
+        ), page AS (
+            SELECT hit.*
+            FROM points CROSS JOIN LATERAL (
+                SELECT po.id, po.created_at, \(distance) AS distance
+                FROM posts po
+                WHERE po.public_latitude = points.latitude AND po.public_longitude = points.longitude AND po.cell IS NOT NULL
+                  AND \(filters(shape, since: nil).joined(separator: "\n          AND "))
+                ORDER BY po.created_at DESC, po.id DESC
+                LIMIT $6
+            ) hit
+            ORDER BY hit.created_at DESC, hit.id DESC
+            LIMIT $6
+        )
+        SELECT \(columns), page.distance
+        FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
+        ORDER BY page.created_at DESC, page.id DESC
+        """
+    }
+
+    /// What a hit must pass besides its place: the shape's kind and cursor, blocks, visibility.
+    private static func filters(_ shape: FeedGridShape, since: String?) -> [String] {
+        (since.map { ["po.created_at >= \($0)"] } ?? []) + (shape.kind ? [kindCondition] : [])
+            + (shape.cursor ? [cursorCondition] : []) + [blockCondition, visibleCondition]
+    }
+
     /// A page of hits from each cell of `cells`, newest first, none older than `since`; a hit is
     /// read from the cell's index alone (migration 0020).
     private static func gridHits(_ shape: FeedGridShape, cells: String, since: String?) -> String {
         let column = shape.regions ? "region" : "cell"
-        let filters = (since.map { ["po.created_at >= \($0)"] } ?? []) + (shape.kind ? [kindCondition] : [])
-            + (shape.cursor ? [cursorCondition] : []) + [blockCondition, visibleCondition]
+        let tests = filters(shape, since: since)
         return """
             SELECT hit.*
                 FROM unnest(\(cells)::int8[]) AS area(cell) CROSS JOIN LATERAL (
                     SELECT po.id, po.created_at, \(distance) AS distance
                     FROM posts po
                     WHERE po.\(column) = area.cell AND CASE WHEN \(band) THEN \(distance) END <= $10
-                      AND \(filters.joined(separator: "\n              AND "))
+                      AND \(tests.joined(separator: "\n              AND "))
                     ORDER BY po.created_at DESC, po.id DESC
                     LIMIT $6
                 ) hit
@@ -89,16 +126,17 @@ extension PostsStore {
     /// A grid read, prepared under its shape's own name, run on its generic plan; on
     /// `connection` when the caller has a transaction open there.
     func gridRows(_ shape: FeedGridShape, _ values: [SQLValue], on connection: PostgresConnection?) async throws -> [PostgresRow] {
-        try await gridRows(gridFlag(shape.regions), gridFlag(shape.kind), gridFlag(shape.cursor), values, on: connection)
+        try await gridRows(gridFlag(shape.regions), gridFlag(shape.kind), gridFlag(shape.cursor), gridFlag(shape.points), values,
+                           on: connection)
     }
 
-    private func gridRows<Regions: GridFlag, Kind: GridFlag, After: GridFlag>(
-        _: Regions.Type, _: Kind.Type, _: After.Type, _ values: [SQLValue], on connection: PostgresConnection?) async throws -> [PostgresRow]
-    {
+    private func gridRows<Regions: GridFlag, Kind: GridFlag, After: GridFlag, Points: GridFlag>(
+        _: Regions.Type, _: Kind.Type, _: After.Type, _: Points.Type, _ values: [SQLValue], on connection: PostgresConnection?
+    ) async throws -> [PostgresRow] {
         // PostgreSQL's cost model takes a `LIMIT $n` to keep a tenth of the rows, so it would
         // plan every run afresh (0.6 ms of central London's 1.1) although the generic plan is as
         // good: `everyGridReadsGenericPlanStopsAtThePageInADenseCell` holds it to that.
-        try await client.executeOnGenericPlan(FeedGridSQL<Regions, Kind, After>(values: values), on: connection, logger: logger)
+        try await client.executeOnGenericPlan(FeedGridSQL<Regions, Kind, After, Points>(values: values), on: connection, logger: logger)
     }
 
     /// The statement before the grid, and still the one for radii no grid covers in few cells:
@@ -158,11 +196,14 @@ extension PostsStore {
     }
 }
 
-/// Which grid a nearby feed page reads, and which optional filters its statement text has.
+/// Which grid a nearby feed page reads (by cell, by region, or by the points of clipped cells),
+/// and which optional filters its statement text has.
 package struct FeedGridShape: Sendable, Hashable {
     let regions: Bool
     let kind: Bool
     let cursor: Bool
+    /// Every covering cell is an edge cell (`PostsStore.pointsSQL`).
+    var points = false
 }
 
 /// A type-level yes or no, so that each grid shape is a prepared statement type of its own.
@@ -174,10 +215,10 @@ func gridFlag(_ on: Bool) -> any GridFlag.Type { on ? GridYes.self : GridNo.self
 
 /// `PostsStore.gridSQL` for one shape, prepared once per pooled connection. The parameter types
 /// are given because a shape's text leaves some of the filters' parameters unused.
-struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag>: PreparedSQL {
-    static var name: String { "bookworm_feed_grid_\(Regions.on)_\(Kind.on)_\(After.on)" }
+struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag, Points: GridFlag>: PreparedSQL {
+    static var name: String { "bookworm_feed_grid_\(Regions.on)_\(Kind.on)_\(After.on)_\(Points.on)" }
     static var sql: String {
-        PostsStore.gridText(FeedGridShape(regions: Regions.on, kind: Kind.on, cursor: After.on))
+        PostsStore.gridText(FeedGridShape(regions: Regions.on, kind: Kind.on, cursor: After.on, points: Points.on))
     }
     static var bindingDataTypes: [PostgresDataType] {
         [.text, .text, .uuid, .int8, .uuid, .int8, .uuid, .float8, .float8, .float8, .int8Array]

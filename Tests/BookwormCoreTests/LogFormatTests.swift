@@ -80,11 +80,14 @@ import Testing
             loggers[index][metadataKey: "a"] = nil
             loggers[index][metadataKey: "b"] = nil
             loggers[index].error("bare")
+            loggers[index].error("failed", error: ConfigError(variable: "X", message: "broken"))
         }
         // Everything after the time (`2026-11-25T03:13:16+0000`), which is one line each.
         let tails = { (lines: Lines) in lines.raw.map { $0.drop { $0 != " " } } }
         #expect(tails(ours) == [" warning bookworm.test: a=override b=2 c=3 [BookwormCoreTests] hello\n",
-                                " error bookworm.test: [BookwormCoreTests] bare\n"])
+                                " error bookworm.test: [BookwormCoreTests] bare\n",
+                                " error bookworm.test: error.message=\(ConfigError(variable: "X", message: "broken")) "
+                                + "error.type=BookwormCore.ConfigError [BookwormCoreTests] failed\n"])
         #expect(tails(ours) == tails(theirs))
         #expect(ours.raw.first?.prefix { $0 != " " }.count == "2026-11-25T03:13:16+0000".count)
     }

@@ -63,7 +63,10 @@ import Testing
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 60, "region"),
                 (GeoPoint(latitude: -17.7, longitude: 179.95), 10, "cell"),
                 (GeoPoint(latitude: 89.95, longitude: 0), 10, nil),
+                // No cell mostly inside: read by the clipped cells' points (`pointsSQL`).
+                (GeoPoint(latitude: 51.5, longitude: -0.12), 1.5, "cell"),
             ]
+            #expect(FeedGrid.covering(NearbyArea(origin: areas[4].0, radiusKm: areas[4].1))?.inner.isEmpty == true)
             for (origin, radius, level) in areas {
                 #expect(FeedGrid.covering(NearbyArea(origin: origin, radiusKm: radius))?.level.column == level)
                 try await seedPosts(app, around: origin, spreadKm: radius * 2.5, random: &random)
@@ -189,6 +192,50 @@ import Testing
             let expected = try await bruteForce(app, origin: origin, radiusKm: 6, kind: nil)
             #expect(expected.count == 33)
             #expect(try await app.feedIDs(base, token: viewer.token, limit: 6) == expected)
+        }
+    }
+
+    /// A radius no cell lies mostly inside, beside a public point with thousands of posts just
+    /// outside it in the same cell: the page reads the posts of the points inside, not the cell.
+    @Test func aSmallRadiusReadsThePointsInsideItNotTheDenseCellItClips() async throws {
+        try await withApp { app in
+            let author = try #require(UUID(uuidString: try await app.register().id))
+            let viewer = try await app.register()
+            let origin = GeoPoint(latitude: 51.55, longitude: -0.15)
+            let area = NearbyArea(origin: origin, radiusKm: 0.5)
+            let covering = try #require(FeedGrid.covering(area))
+            #expect(covering.level.column == "cell" && covering.inner.isEmpty)
+            // (latitude, posts, first post's seconds after noon): 0.6 km north is outside, and
+            // its 3,000 posts are all newer than the 5 inside.
+            for (latitude, count, newest) in [(51.5554, 3000, 1000.0), (51.5518, 3, 0.0), (51.5482, 2, -10.0)] {
+                try await app.db.query("""
+                    WITH pin AS (
+                        INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                        VALUES (\(author), 'p', 'meetup', \(latitude), -0.15, \(latitude), -0.15) RETURNING id)
+                    INSERT INTO posts (author_id, kind, body, pin_id, created_at)
+                    SELECT \(author), 'offer', 'x', pin.id, timestamptz '2026-06-01 12:00' + (\(newest) - i * 0.1) * interval '1 second'
+                    FROM pin CROSS JOIN generate_series(0, \(count) - 1) AS i
+                    """)
+            }
+            // Elsewhere, as in any real table, posts sit at hundreds of other public points, so
+            // the planner knows a point holds few of them.
+            try await app.db.query("""
+                WITH pin AS (
+                    INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                    SELECT \(author), 'far', 'meetup', 40 + i * 0.01, 10, 40 + i * 0.01, 10 FROM generate_series(1, 400) AS i
+                    RETURNING id)
+                INSERT INTO posts (author_id, kind, body, pin_id, created_at)
+                SELECT \(author), 'offer', 'far', pin.id, timestamptz '2026-06-01 13:00' FROM pin
+                """)
+            try await app.db.query("VACUUM ANALYZE posts")
+            var filter = FeedFilter()
+            filter.near = area
+            filter.viewerID = try #require(UUID(uuidString: viewer.id))
+            let read = try await postsReadOnGenericPlan(app, filter, limit: 4, after: nil)
+            #expect(read > 0 && read <= 20, "\(read) posts read")
+            let expected = try await bruteForce(app, origin: origin, radiusKm: 0.5, kind: nil)
+            #expect(expected.count == 5)
+            #expect(try await app.feedIDs("/v1/posts?latitude=51.55&longitude=-0.15&radius_km=0.5", token: viewer.token, limit: 4) == expected)
         }
     }
 

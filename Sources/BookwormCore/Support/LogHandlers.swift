@@ -34,13 +34,17 @@ package struct LineLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    package func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-                     file: String, function: String, line: UInt) {
+    package func log(event: LogEvent) {
         var fields = metadata
-        if let explicit { fields.merge(explicit) { $1 } }
+        if let explicit = event.metadata { fields.merge(explicit) { $1 } }
+        // As `StreamLogHandler` names an error given to the logger.
+        if let error = event.error {
+            fields["error.message"] = "\(error)"
+            fields["error.type"] = "\(String(reflecting: type(of: error)))"
+        }
         switch format {
-        case .text: write(TextLogLine.line(level: level, label: label, message: message, fields: fields, source: source))
-        case .json: write(JSONLogLine.line(level: level, label: label, message: message, fields: fields))
+        case .text: write(TextLogLine.line(level: event.level, label: label, message: event.message, fields: fields, source: event.source))
+        case .json: write(JSONLogLine.line(level: event.level, label: label, message: event.message, fields: fields))
         }
     }
 
