@@ -72,12 +72,15 @@ extension PostsStore {
     /// A radius that no cell lies mostly inside (all its cells, $18, are edge cells): the
     /// public points holding posts in those cells (migration 0023) that are inside the radius,
     /// each point's posts newest first, the newest page of those. A dense cell's posts at points
-    /// outside the circle are never read. The inner cells and the band ($11–$17) are not used.
+    /// outside the circle are never read; a cell's points are read within the radius's bounding
+    /// box ($12–$17, by the key's latitude) before the haversine. The inner cells ($11) are none.
     private static func pointsSQL(_ shape: FeedGridShape) -> String {
         """
         WITH points AS MATERIALIZED (
             SELECT pp.latitude, pp.longitude FROM post_points pp
-            WHERE pp.cell = ANY($18::int8[]) AND bookworm_distance_km($8, $9, pp.latitude, pp.longitude) <= $10
+            WHERE pp.cell = ANY($18::int8[]) AND pp.latitude BETWEEN $12 AND $13
+              AND (pp.longitude BETWEEN $14 AND $15 OR pp.longitude BETWEEN $16 AND $17)
+              AND bookworm_distance_km($8, $9, pp.latitude, pp.longitude) <= $10
         ), page AS (
             SELECT hit.*
             FROM points CROSS JOIN LATERAL (
