@@ -23,11 +23,11 @@ struct PairedThroughput {
             if round % 2 == 0 {
                 result.http.append(try wrk())
                 result.prepared.append(try prepared())
+                result.simple.append(try simple())
             } else {
                 result.prepared.append(try prepared())
                 result.http.append(try wrk())
             }
-            if round % 2 == 0 { result.simple.append(try simple()) }
         }
         return result
     }

@@ -34,7 +34,6 @@ enum FeedGrid {
         let level: Level
         let inner: [Int64]
         let edge: [Int64]
-        var cells: [Int64] { (inner + edge).sorted() }
     }
 
     /// The finest grid whose cells covering the area's bounding boxes number at most `maxCells`,

@@ -63,9 +63,7 @@ extension PostsStore {
             ORDER BY created_at DESC, id DESC
             LIMIT $6
         )
-        SELECT \(columns), page.distance
-        FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
-        ORDER BY page.created_at DESC, page.id DESC
+        \(pageDetails)
         """
     }
 
@@ -94,11 +92,16 @@ extension PostsStore {
             ORDER BY hit.created_at DESC, hit.id DESC
             LIMIT $6
         )
+        \(pageDetails)
+        """
+    }
+
+    /// The page's posts, authors and books, joined for the page's ids alone.
+    private static let pageDetails = """
         SELECT \(columns), page.distance
         FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
         ORDER BY page.created_at DESC, page.id DESC
         """
-    }
 
     /// What a hit must pass besides its place: the shape's kind and cursor, blocks, visibility.
     private static func filters(_ shape: FeedGridShape, since: String?) -> [String] {
