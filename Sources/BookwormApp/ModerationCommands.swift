@@ -3,6 +3,7 @@ import BookwormCore
 import Exchange
 import Foundation
 import Logging
+import Mail
 import PostgresNIO
 
 /// `bookworm reports …`, `bookworm users …`, `bookworm audit list`: parsed by the executable,
@@ -21,9 +22,12 @@ package func runModerationCommand(_ action: ModerationAction, actor: AdminActor,
     try await withCommandDatabase(config: config, logger: logger) { client in
         let database = Database.forAdministration(client)
         try await requireCurrentSchema(client: client, logger: logger)
+        let trades = TradesService(client: database, outbox: OutboxStore(client: database, logger: logger, clock: config.clock),
+                                   templates: MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL),
+                                   policy: config.trades, clock: config.clock, logger: logger)
         let admin = ModerationAdmin(client: database, users: AccountsStore(client: database, logger: logger),
                                     sessions: SessionStore(client: database, policy: config.sessions, logger: logger, clock: config.clock),
-                                    actor: actor, clock: config.clock, logger: logger)
+                                    trades: trades, actor: actor, clock: config.clock, logger: logger)
         switch action {
         case .listReports(let status, let limit): return try await admin.listReports(status: status, limit: limit)
         case .showReport(let id): return try await admin.showReport(id)

@@ -12,12 +12,15 @@ package struct ModerationAdmin: Sendable {
     let users: AccountsStore
     let sessions: SessionStore
     let audit: AuditLog
+    let trades: TradesService
     let actor: AdminActor
     let clock: any AppClock
     let logger: Logger
 
-    package init(client: Database, users: AccountsStore, sessions: SessionStore, actor: AdminActor, clock: any AppClock, logger: Logger) {
+    package init(client: Database, users: AccountsStore, sessions: SessionStore, trades: TradesService, actor: AdminActor,
+                 clock: any AppClock, logger: Logger) {
         self.client = client
+        self.trades = trades
         self.reports = ReportsStore(client: client, logger: logger)
         self.users = users
         self.sessions = sessions
@@ -81,9 +84,8 @@ package struct ModerationAdmin: Sendable {
                 try await reports.setHidden(kind: report.kind, targetID: report.target, at: now, on: connection)
                 effect = "the \(report.kind) stays hidden from everyone but its owner"
             case .suspend:
-                try await users.setSuspension(userID: report.owner, at: now, reason: reason, on: connection)
-                try await sessions.revokeAll(userID: report.owner, on: connection)
-                effect = "its owner is suspended and signed out"
+                let cancelled = try await suspend(report.owner, at: now, reason: reason, on: connection)
+                effect = "its owner is suspended and signed out" + Self.cancelledTrades(cancelled)
             }
             let closed = try await reports.close(kind: report.kind, targetID: report.target, status: action.status, at: now, on: connection)
             try await audit.record(actor: actor.name, host: actor.host, action: "reports.resolve.\(action.rawValue)",

@@ -31,12 +31,26 @@ extension ModerationAdmin {
         return try await client.transaction(logger: logger) { connection in
             guard let user = try await users.lockByUsername(username, on: connection) else { throw Self.noUser(username) }
             if let since = user.suspendedAt { return "\(user.username) is already suspended (since \(Self.time(since)))" }
-            try await users.setSuspension(userID: user.id, at: now, reason: reason, on: connection)
-            try await sessions.revokeAll(userID: user.id, on: connection)
+            let cancelled = try await suspend(user.id, at: now, reason: reason, on: connection)
             try await audit.record(actor: actor.name, host: actor.host, action: "users.suspend", target: "user \(user.username)",
                                    reason: reason, at: now, on: connection)
-            return "\(user.username) is suspended: signed out, and hidden from everyone's results"
+            return "\(user.username) is suspended: signed out, and hidden from everyone's results" + Self.cancelledTrades(cancelled)
         }
+    }
+
+    /// What suspension does, from `users suspend` or a report: signed out, hidden (by
+    /// `suspended_at`), and the trades not yet handed over cancelled, so that nobody waits on
+    /// someone who cannot answer, and copies reserved for them (the other side's too, in a
+    /// swap) are available again. Lent books stay lent: they still have to come back. Lifting
+    /// the suspension does not bring the trades back. Returns how many were cancelled.
+    func suspend(_ user: UUID, at now: Date, reason: String?, on connection: PostgresConnection) async throws -> Int {
+        try await users.setSuspension(userID: user, at: now, reason: reason, on: connection)
+        try await sessions.revokeAll(userID: user, on: connection)
+        return try await trades.cancelOpenTrades(of: user, notice: .otherSideInactive, on: connection)
+    }
+
+    static func cancelledTrades(_ count: Int) -> String {
+        count == 0 ? "" : "; \(count) open trade\(count == 1 ? "" : "s") cancelled and the other side told"
     }
 
     package func unsuspend(_ username: String, reason: String?) async throws -> String {

@@ -5,8 +5,11 @@ import Mail
 import PostgresNIO
 
 /// What a trade mail is about.
-enum TradeNotice: Sendable {
+package enum TradeNotice: Sendable {
     case requested, accepted, declined, declinedReserved, countered, cancelled, confirmed, completed, returned, expired
+    /// Cancelled by the service: the other side's account was suspended. Says no more than
+    /// that, since why someone is suspended is between them and the moderators.
+    case otherSideInactive
     case dueSoon, overdue
 }
 
@@ -72,6 +75,8 @@ struct TradeMail: Sendable {
             return ("\(other) proposed another swap for \(book)", "\(other) proposed another copy for the swap of \(book). \(open)")
         case .cancelled:
             return ("\(other) cancelled: \(book)", "\(other) cancelled the \(kind) of \(book).")
+        case .otherSideInactive:
+            return ("Trade cancelled: \(book)", "The \(kind) of \(book) with \(other) was cancelled because their account is no longer active.")
         case .confirmed:
             return ("\(other) confirmed the handover of \(book)", "\(other) confirmed the handover of \(book). Confirm it too to complete the trade.")
         case .completed:

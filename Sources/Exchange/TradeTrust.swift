@@ -88,9 +88,11 @@ extension TradesService {
         }
     }
 
-    /// Account deletion: every open trade of `user` is cancelled in the caller's transaction
-    /// (copies locked first, as every trade write does), and the other side is told.
-    package func cancelOpenTrades(of user: UUID, on connection: PostgresConnection) async throws -> Int {
+    /// Account deletion and suspension: every open trade of `user` (requested or accepted; a
+    /// lent book still has to come back) is cancelled in the caller's transaction (copies
+    /// locked first, as every trade write does), reserved copies on either side are available
+    /// again, and the other side is told with `notice`.
+    package func cancelOpenTrades(of user: UUID, notice: TradeNotice = .cancelled, on connection: PostgresConnection) async throws -> Int {
         let open = try await trades.openTrades(of: user, lock: false, on: connection)
         _ = try await trades.lockCopies(open.flatMap(\.copyIDs), on: connection)
         let now = clock.now()
@@ -100,7 +102,7 @@ extension TradesService {
             try await trades.setState(trade.id, .cancelled, at: now, expiresAt: nil, on: connection)
             try await trades.addEvent(trade.id, action: "cancel", state: .cancelled, by: user, at: now, on: connection)
             if let role = trade.role(of: user) {
-                try await mail.notify(.cancelled, trade: trade.id, recipients: [role.other], on: connection)
+                try await mail.notify(notice, trade: trade.id, recipients: [role.other], on: connection)
             }
         }
         return locked.count

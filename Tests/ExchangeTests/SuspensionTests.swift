@@ -74,6 +74,51 @@ import Testing
         }
     }
 
+    @Test func suspendingSomeoneCancelsTheTradesTheyHaveNotHandedOverAndTellsTheOtherSide() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                let ana = try await app.registerVerified(sink), bo = try await app.registerVerified(sink)
+                let mallory = try await app.registerVerified(sink)
+                let mallorysCopy = try await app.copyID(mallory.token, title: "Austerlitz")
+                let mallorysOffer = try await app.copyID(mallory.token, title: "Vertigo")
+                let anasCopy = try await app.copyID(ana.token, title: "Beloved")
+                let bosCopy = try await app.copyID(bo.token, title: "Middlemarch")
+                let asked = try await app.trade(ana.token, copy: mallorysCopy)
+                let swap = try await app.trade(mallory.token, copy: anasCopy, kind: "swap", offered: mallorysOffer)
+                #expect(try await app.act("accept", swap, ana.token).status == .ok)
+                #expect(try await app.copyRow(anasCopy).status == "reserved")
+                let unrelated = try await app.trade(ana.token, copy: bosCopy)
+                try await app.deliver(to: sink)
+                let before = sink.messages().count
+
+                let suspended = try await app.bookworm(["users", "suspend", mallory.username, "--reason", "no-shows"])
+                #expect(suspended.status == 0 && suspended.output.contains("2 open trades cancelled"), "\(suspended.output)")
+                #expect(try await app.tradeState(asked) == "cancelled")
+                #expect(try await app.tradeState(swap) == "cancelled")
+                #expect(try await app.tradeState(unrelated) == "requested")
+                #expect(try await app.copyRow(anasCopy).status == "available", "ana's copy, reserved for the swap, is hers to trade again")
+                #expect(try await app.copyRow(mallorysOffer).status == "available")
+
+                // The CLI wrote the mails at its own (real) time, ahead of the app's manual clock.
+                app.clock.advance(by: 60)
+                try await app.deliver(to: sink)
+                let told = sink.messages().dropFirst(before)
+                #expect(told.count == 2 && told.allSatisfy { $0.envelopeTo == ana.email }, "\(told.map(\.envelopeTo))")
+                #expect(told.allSatisfy { $0.body.contains("no longer active") && !$0.body.contains("no-shows") })
+                #expect(try await app.bookworm(["users", "suspend", mallory.username]).output.contains("already suspended"))
+
+                // A report resolved by suspension does the same.
+                let bosAsk = try await app.trade(bo.token, copy: anasCopy)
+                let report = try await app.report(bo.token, "user", username: ana.username)
+                let reportID = try #require(try report.jsonObject()["id"] as? String)
+                let resolved = try await app.bookworm(["reports", "resolve", reportID, "--action", "suspend"])
+                #expect(resolved.output.contains("2 open trades cancelled"), "\(resolved.output)")
+                #expect(try await app.tradeState(bosAsk) == "cancelled")
+                #expect(try await app.tradeState(unrelated) == "cancelled")
+            }
+        }
+    }
+
     @Test func adminCommandsRefuseWhatDoesNotExist() async throws {
         try await withApp { app in
             let unknown = try await app.bookworm(["users", "suspend", "nobody_here"])
