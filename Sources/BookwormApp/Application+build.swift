@@ -247,6 +247,7 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
         ExportJob(service: ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock,
                                          logger: logger)),
         AlertFanOut(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
+        NewWishAlerts(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
         AlertDigest(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
     ], logger: logger, clock: config.clock)
 }

@@ -59,7 +59,7 @@ enum ShelfBenchmarkSQL {
         INSERT INTO books (title, authors) SELECT '\(title)', ARRAY['Bench Author']
         WHERE NOT EXISTS (SELECT 1 FROM books WHERE title = '\(title)');
         DELETE FROM copies WHERE book_id = (SELECT id FROM books WHERE title = '\(title)');
-        DELETE FROM jobs WHERE kind IN ('alerts.copy', 'alerts.digest');
+        DELETE FROM jobs WHERE kind IN ('alerts.copy', 'alerts.wish', 'alerts.digest');
         INSERT INTO wishes (user_id, book_id, work_key, radius_km, created_at)
         SELECT p.owner_id, b.id, b.work_key, 500, now()
         FROM (SELECT owner_id FROM pins WHERE is_default

@@ -45,6 +45,39 @@ package struct AlertFanOut: JobHandler {
     }
 }
 
+/// `alerts.wish`: a wish was made (the `wishes_queue_alerts` trigger queued this job in the same
+/// transaction). Its alerts for the nearest copies already on offer are written and mailed as a
+/// fan-out batch's are, in one transaction.
+package struct NewWishAlerts: JobHandler {
+    package let kind = "alerts.wish"
+    package let recurringKey: String? = nil
+    let client: Database
+    let alerts: AlertsStore
+    let mail: AlertMail
+    let policy: WishPolicy
+    let clock: any AppClock
+    let logger: Logger
+
+    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
+        self.client = client
+        self.alerts = AlertsStore(client: client, logger: logger)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
+        self.policy = policy
+        self.clock = clock
+        self.logger = logger
+    }
+
+    package func run(_ job: ClaimedJob) async throws -> JobOutcome {
+        guard let wish = UUID(uuidString: job.key) else { return .done }
+        try await client.transaction(logger: logger) { connection in
+            let now = clock.now()
+            let written = try await alerts.forNewWish(wish, limit: policy.alertsPerNewWish, now: now, on: connection)
+            if !written.isEmpty { try await mail.handle(written, now: now, on: connection) }
+        }
+        return .done
+    }
+}
+
 /// `alerts.digest`: once a day at the digest hour, every user with alerts not mailed yet (those
 /// whose preference is `daily`) gets one mail listing them all, one transaction per user. The
 /// job row is leased to one runner at a time, so no two digests of one day go out.
@@ -125,7 +158,9 @@ struct AlertMail: Sendable {
 
     private func instant(_ alerts: [NewAlert]) -> MailMessage {
         let first = alerts[0]
-        let subject = alerts.count == 1 ? "\"\(first.title)\" is available near you" : "\(alerts.count) books you wish for are available near you"
+        // A new wish's alerts are often copies of one book: that is one book available, not several.
+        let subject = Set(alerts.map(\.title)).count == 1 ? "\"\(first.title)\" is available near you"
+            : "\(alerts.count) books you wish for are available near you"
         return templates.notice(to: first.email, recipient: first.username, subject: subject,
                                 text: "A book you wish for is on offer near you:\n\n\(Self.lines(alerts))\n\nOpen Bookworm to ask for it.")
     }

@@ -107,6 +107,54 @@ struct AlertsStore: Sendable {
         return (last, written)
     }
 
+    /// A new wish's alerts: the `limit` nearest copies already on offer that satisfy it (the
+    /// fan-out's rules, seen from the wish: its work or edition, condition, radius between
+    /// public points, not the wisher's own, no block either way, neither side suspended),
+    /// written unless they exist, with what their mail needs. None once the wish is gone; the
+    /// wish row is share-locked, so a deletion waits for the alerts it will cascade to.
+    func forNewWish(_ wish: UUID, limit: Int, now: Date, on connection: PostgresConnection) async throws -> [NewAlert] {
+        let rows = try await connection.query("""
+            WITH wish AS MATERIALIZED (
+                SELECT w.id, w.user_id, w.book_id, w.any_edition, w.radius_km, w.min_condition, w.work_key,
+                       wp.public_latitude AS latitude, wp.public_longitude AS longitude
+                FROM wishes w JOIN pins wp ON wp.id = \(unescaped: Self.placeOfWish)
+                WHERE w.id = \(wish) AND \(unescaped: Visibility.ownerActive("w.user_id"))
+                FOR KEY SHARE OF w
+            ), nearest AS (
+                SELECT c.id AS copy_id, place.distance
+                FROM wish
+                JOIN books b ON b.work_key = wish.work_key AND (wish.any_edition OR b.id = wish.book_id)
+                JOIN copies c ON c.book_id = b.id AND c.status = 'available' AND c.owner_id <> wish.user_id
+                     AND \(unescaped: Visibility.shown("c", owner: "owner_id"))
+                CROSS JOIN LATERAL (
+                    SELECT bookworm_distance_km(wish.latitude, wish.longitude, p.public_latitude, p.public_longitude) AS distance
+                    FROM pins p WHERE p.id = \(unescaped: Self.placeOf(copy: "c")) OFFSET 0
+                ) place
+                WHERE place.distance <= wish.radius_km
+                  AND (wish.min_condition IS NULL
+                       OR bookworm_condition_rank(c.condition) >= bookworm_condition_rank(wish.min_condition))
+                  AND \(unescaped: BlocksStore.noBlockBetween("wish.user_id", "c.owner_id"))
+                ORDER BY place.distance, c.id
+                LIMIT \(limit)
+            ), inserted AS (
+                INSERT INTO alerts (wish_id, copy_id, user_id, distance_km, created_at)
+                SELECT wish.id, nearest.copy_id, wish.user_id, nearest.distance, \(now) FROM wish CROSS JOIN nearest
+                ON CONFLICT (wish_id, copy_id) DO NOTHING
+                RETURNING id, user_id, copy_id, distance_km
+            )
+            SELECT i.id, u.id, u.alerts, u.email, u.username, u.email_verified_at IS NOT NULL, b.title, o.username, i.distance_km
+            FROM inserted i JOIN users u ON u.id = i.user_id JOIN copies c ON c.id = i.copy_id
+                 JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
+            ORDER BY i.distance_km, c.id
+            """, logger: logger)
+        var written: [NewAlert] = []
+        for try await row in rows.decode((UUID, UUID, String, String, String, Bool, String, String, Double).self) {
+            written.append(NewAlert(id: row.0, user: row.1, preference: row.2, email: row.3, username: row.4, verified: row.5,
+                                    title: row.6, owner: row.7, distanceKm: row.8))
+        }
+        return written
+    }
+
     func markMailed(_ alerts: [UUID], now: Date, on connection: PostgresConnection) async throws {
         guard !alerts.isEmpty else { return }
         try await connection.query("UPDATE alerts SET mailed_at = \(now) WHERE id = ANY(\(alerts))", logger: logger)

@@ -54,14 +54,19 @@ package struct WishPolicy: Sendable {
     /// Wishes examined per fan-out transaction: a popular book's alerts are written in batches,
     /// so no transaction holds locks for long.
     package var fanOutBatch: Int
+    /// A new wish is alerted to at most this many copies already on offer, the nearest: in a
+    /// city a popular book may be on offer a hundred times, and a mail listing them all helps
+    /// nobody (nearby search with the ISBN shows the rest).
+    package var alertsPerNewWish: Int
 
     package init(maxWishesPerUser: Int = 200, defaultRadiusKm: Double = 25, maxRadiusKm: Double = 500,
-                 digestHour: Int = 8, fanOutBatch: Int = 1000) {
+                 digestHour: Int = 8, fanOutBatch: Int = 1000, alertsPerNewWish: Int = 20) {
         self.maxWishesPerUser = maxWishesPerUser
         self.defaultRadiusKm = defaultRadiusKm
         self.maxRadiusKm = maxRadiusKm
         self.digestHour = digestHour
         self.fanOutBatch = fanOutBatch
+        self.alertsPerNewWish = alertsPerNewWish
     }
 
     /// The first digest hour strictly after `now`: a user's digest runs at most once a day.

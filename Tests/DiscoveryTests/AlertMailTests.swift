@@ -13,9 +13,9 @@ import Testing
         try await withApp { app in
             let wisher = try await app.wisher(alerts: "daily")
             let first = try await app.wisher(at: 52.53, 13.41), second = try await app.wisher(at: 52.51, 13.39)
-            let dune = try await app.offer(first.token, title: "Dune", authors: ["Frank Herbert"]).book
-            let emma = try await app.offer(second.token, title: "Emma", authors: ["Jane Austen"]).book
-            let ulysses = try await app.offer(second.token, title: "Ulysses", authors: ["James Joyce"]).book
+            let dune = try await app.book(first.token, title: "Dune", authors: ["Frank Herbert"])
+            let emma = try await app.book(second.token, title: "Emma", authors: ["Jane Austen"])
+            let ulysses = try await app.book(second.token, title: "Ulysses", authors: ["James Joyce"])
             try await app.runJobs()
             for book in [dune, emma, ulysses] { #expect(try await app.wish(wisher.token, book: book).status == .created) }
 
@@ -53,10 +53,11 @@ import Testing
         try await withApp { app in
             let quiet = try await app.wisher(alerts: "off"), eager = try await app.wisher(alerts: "instant")
             let owner = try await app.wisher(at: 52.53, 13.41)
-            let book = try await app.offer(owner.token, title: "Middlemarch", authors: ["George Eliot"]).book
+            let book = try await app.book(owner.token, title: "Middlemarch", authors: ["George Eliot"])
             try await app.runJobs()
             #expect(try await app.wish(quiet.token, book: book).status == .created)
             #expect(try await app.wish(eager.token, book: book).status == .created)
+            try await app.runJobs()
             _ = try await app.offer(owner.token, title: "Middlemarch", authors: ["George Eliot"])
             _ = try await app.offer(owner.token, title: "Middlemarch", authors: ["George Eliot"], condition: "fair")
             try await app.runJobs()
@@ -73,7 +74,7 @@ import Testing
     @Test func aBookWishedByManyIsFannedOutInBatchesWithoutTheOwnerWaiting() async throws {
         try await withApp { app in
             let owner = try await app.wisher(at: 52.52, 13.405)
-            let book = try await app.offer(owner.token, title: "Popular", authors: ["Writer"]).book
+            let book = try await app.book(owner.token, title: "Popular", authors: ["Writer"])
             try await app.runJobs()
             // 250 wishers around Berlin, straight into the tables; 10 of them too far for their radius.
             try await app.db.query("""

@@ -17,9 +17,9 @@ import Testing
                 try await app.addPin(wisher.token, latitude: 52.52, longitude: 13.405)
                 #expect(try await app.request(.patch, "/v1/me", json: ["alerts": "instant"], token: wisher.token).status == .ok)
                 let owner = try await app.wisher(at: 52.53, 13.42)
-                let first = try await app.offer(owner.token, title: "The Dispossessed", authors: ["Ursula K. Le Guin"])
+                let first = try await app.book(owner.token, title: "The Dispossessed", authors: ["Ursula K. Le Guin"])
                 try await app.runJobs()
-                #expect(try await app.wish(wisher.token, book: first.book).status == .created)
+                #expect(try await app.wish(wisher.token, book: first).status == .created)
 
                 // Listing a copy does not wait for the fan-out: the alert exists once the worker ran.
                 let copy = try await app.offer(owner.token, title: "The Dispossessed", authors: ["Ursula K. Le Guin"]).copy
@@ -55,6 +55,60 @@ import Testing
         }
     }
 
+    @Test func aNewWishIsToldOfTheCopiesAlreadyOnOfferNearItInOneMail() async throws {
+        try await withApp { app in
+            let wisher = try await app.wisher(at: 52.52, 13.405)
+            let near = try await app.wisher(at: 52.53, 13.42), nearer = try await app.wisher(at: 52.521, 13.406)
+            let munich = try await app.wisher(at: 48.137, 11.575), blocked = try await app.wisher(at: 52.522, 13.41)
+            let book = try await app.book(near.token, title: "Austerlitz", authors: ["W. G. Sebald"])
+            func offer(_ account: TestApp.Account) async throws -> String {
+                try await app.offer(account.token, title: "Austerlitz", authors: ["W. G. Sebald"]).copy
+            }
+            let onOffer = try await offer(near), nearest = try await offer(nearer), withdrawn = try await offer(nearer)
+            _ = try await offer(munich)
+            _ = try await offer(blocked)
+            _ = try await offer(wisher)
+            #expect(try await app.request(.patch, "/v1/copies/\(withdrawn)", json: ["status": "withdrawn"], token: nearer.token).status == .ok)
+            #expect(try await app.request(.put, "/v1/users/\(blocked.username)/block", token: wisher.token).status == .noContent)
+            try await app.runJobs()
+
+            #expect(try await app.wish(wisher.token, book: book).status == .created)
+            #expect(try await app.alertRows(wisher.id) == 0, "the wish only queued its job")
+            try await app.runJobs()
+            let listed = try await app.alerts(wisher.token).compactMap { ($0["copy"] as? [String: Any])?["id"] as? String }
+            #expect(Set(listed) == [onOffer, nearest], "not withdrawn, not 500 km away, not blocked, not the wisher's own")
+            let mails = try await app.alertMails().filter { $0.to == wisher.email }
+            #expect(mails.count == 1)
+            #expect(mails.first?.subject.contains("\"Austerlitz\" is available") == true, "\(mails.map(\.subject))")
+            let content = mails.first?.content ?? ""
+            let first = try #require(content.range(of: nearer.username)), second = try #require(content.range(of: near.username))
+            #expect(first.lowerBound < second.lowerBound, "nearest first")
+
+            // The copy offered again later is alerted by its own fan-out, once; the others not again.
+            #expect(try await app.request(.patch, "/v1/copies/\(withdrawn)", json: ["status": "available"], token: nearer.token).status == .ok)
+            try await app.runJobs()
+            #expect(try await app.alertRows(wisher.id) == 3)
+            #expect(try await app.alertMails().filter { $0.to == wisher.email }.count == 2)
+        }
+    }
+
+    @Test func aNewWishForABookOnOfferEverywhereHearsOfTheNearestFew() async throws {
+        try await withApp { app in
+            let wisher = try await app.wisher(at: 52.52, 13.405)
+            let book = try await app.book(wisher.token, title: "Kindred", authors: ["Octavia E. Butler"])
+            var byDistance: [String] = []
+            for step in 1...4 {
+                let owner = try await app.wisher(at: 52.52 + 0.02 * Double(step), 13.405)
+                byDistance.append(try await app.offer(owner.token, title: "Kindred", authors: ["Octavia E. Butler"]).copy)
+            }
+            try await app.runJobs()
+            #expect(try await app.wish(wisher.token, book: book).status == .created)
+            try await app.runJobs(wishes: WishPolicy(alertsPerNewWish: 2))
+            let listed = try await app.alerts(wisher.token).compactMap { ($0["copy"] as? [String: Any])?["id"] as? String }
+            #expect(Set(listed) == Set(byDistance.prefix(2)))
+        }
+    }
+
     @Test func aCopyGivenAwayAlertsWishersNearItsNewOwner() async throws {
         try await withApp { app in
             let owner = try await app.wisher(at: 52.52, 13.405)
@@ -78,7 +132,7 @@ import Testing
     @Test func editionsConditionsOwnCopiesAndBlocksDecideWhoIsAlerted() async throws {
         try await withApp { app in
             let owner = try await app.wisher(at: 52.52, 13.405)
-            let paperback = try await app.offer(owner.token, title: "Solaris", authors: ["Stanisław Lem"], isbn: "9783000000010")
+            let paperback = try await app.book(owner.token, title: "Solaris", authors: ["Stanisław Lem"], isbn: "9783000000010")
             try await app.runJobs()
             let anyEdition = try await app.wisher(), exact = try await app.wisher(), picky = try await app.wisher()
             let blocked = try await app.wisher(), blocker = try await app.wisher()
@@ -88,10 +142,10 @@ import Testing
             let hardcoverID = try #require(try hardcover.jsonObject()["id"] as? String)
             #expect(try await app.wish(anyEdition.token, book: hardcoverID).status == .created)
             #expect(try await app.wish(exact.token, book: hardcoverID, extra: ["any_edition": false]).status == .created)
-            #expect(try await app.wish(picky.token, book: paperback.book, extra: ["min_condition": "like_new"]).status == .created)
-            #expect(try await app.wish(blocked.token, book: paperback.book).status == .created)
-            #expect(try await app.wish(blocker.token, book: paperback.book).status == .created)
-            #expect(try await app.wish(owner.token, book: paperback.book).status == .created)
+            #expect(try await app.wish(picky.token, book: paperback, extra: ["min_condition": "like_new"]).status == .created)
+            #expect(try await app.wish(blocked.token, book: paperback).status == .created)
+            #expect(try await app.wish(blocker.token, book: paperback).status == .created)
+            #expect(try await app.wish(owner.token, book: paperback).status == .created)
             #expect(try await app.request(.put, "/v1/users/\(blocked.username)/block", token: owner.token).status == .noContent)
             #expect(try await app.request(.put, "/v1/users/\(owner.username)/block", token: blocker.token).status == .noContent)
 
@@ -122,7 +176,7 @@ import Testing
             let publicKm = Geo.distanceKm(Geo.cellCentre(of: home), Geo.cellCentre(of: shop))
             #expect(abs(exactKm - publicKm) > 0.05, "the points must tell public from exact distances")
             let owner = try await app.wisher(at: shop.latitude, shop.longitude)
-            let book = try await app.offer(owner.token, title: "Stoner", authors: ["John Williams"]).book
+            let book = try await app.book(owner.token, title: "Stoner", authors: ["John Williams"])
             try await app.runJobs()
             let inside = try await app.wisher(at: home.latitude, home.longitude)
             let outside = try await app.wisher(at: home.latitude, home.longitude)
@@ -157,9 +211,9 @@ import Testing
             // Fiji: a few hundred metres apart across the 180th meridian.
             let east = try await app.wisher(at: -17.0, 179.998)
             let west = try await app.wisher(at: -17.0, -179.998)
-            let dateLine = try await app.offer(west.token, title: "Moby-Dick", authors: ["Herman Melville"])
+            let dateLine = try await app.book(west.token, title: "Moby-Dick", authors: ["Herman Melville"])
             try await app.runJobs()
-            #expect(try await app.wish(east.token, book: dateLine.book, extra: ["radius_km": 5]).status == .created)
+            #expect(try await app.wish(east.token, book: dateLine, extra: ["radius_km": 5]).status == .created)
             _ = try await app.offer(west.token, title: "Moby-Dick", authors: ["Herman Melville"])
             try await app.runJobs()
             let crossing = try await app.alerts(east.token)

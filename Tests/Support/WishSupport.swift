@@ -24,6 +24,15 @@ extension TestApp {
         return try await request(.post, "/v1/me/wishes", json: body, token: token)
     }
 
+    /// A book with no copy (`POST /v1/books`), for wishes that must not find one on offer yet.
+    func book(_ token: String, title: String, authors: [String] = ["Someone"], isbn: String? = nil) async throws -> String {
+        var body: [String: any Sendable] = ["title": title, "authors": authors]
+        if let isbn { body["isbn"] = isbn }
+        let response = try await request(.post, "/v1/books", json: body, token: token)
+        guard let id = try response.jsonObject()["id"] as? String else { throw TestFailure("book: \(response.status)") }
+        return id
+    }
+
     /// A copy through the API; returns (copy id, book id).
     func offer(_ token: String, title: String, authors: [String] = ["Someone"], isbn: String? = nil,
                condition: String = "good") async throws -> (copy: String, book: String) {
