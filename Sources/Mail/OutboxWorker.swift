@@ -119,6 +119,7 @@ package struct OutboxWorker: Service {
     }
 
     private typealias Claim = (batch: [ClaimedMessage], at: Date)
+    static let handBackAttempts = 4
 
     private func claimTask() -> Task<Claim, any Error> {
         Task {
@@ -138,14 +139,15 @@ package struct OutboxWorker: Service {
         try await store.release(delivery.unfinished, worker: id)
     }
 
-    /// Releases rows after a failure, once more if the first try met an outage: the error that
-    /// ended the batch may have been this very connection closing, and the pool can hand it out
-    /// once more before it knows. Rows not released come back when their lease runs out.
+    /// Releases rows after a failure, again (up to `handBackAttempts` in all) while tries meet an
+    /// outage: the error that ended the batch may have been this very connection closing, and
+    /// the pool can hand out a closed connection before it has heard of the close (under load,
+    /// `make test` saw two in a row). Rows not released come back when their lease runs out.
     private func handBack(_ ids: [UUID]) async {
-        for attempt in 1...2 {
+        for attempt in 1...Self.handBackAttempts {
             do {
                 return try await store.release(ids, worker: id)
-            } catch where attempt == 1 && DatabaseOutage.matches(error) {
+            } catch where attempt < Self.handBackAttempts && DatabaseOutage.matches(error) {
                 continue
             } catch {
                 logger.warning("outbox rows not handed back; their lease will expire",
