@@ -200,24 +200,17 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     WishesRoutes(service: wishes).addRoutes(authenticated: authenticated)
     let google = addTrustRoutes(public: v1, authenticated: authenticated, config: config, client: client, sessions: sessions,
                                 throttles: throttles, logger: logger)
-    let exports = addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, google: google,
-                                       trades: trades, readings: readings, wishes: wishes, outbox: outbox, templates: templates,
-                                       logger: logger)
+    addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, google: google,
+                         trades: trades, readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    let housekeeping = Housekeeping(sessions: sessions, throttles: throttles, outbox: outbox,
-                                    syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
-                                    holds: ErasureSweep(client: client, logger: logger), exports: exports,
-                                    failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger,
-                                    clock: config.clock)
-    return (router, [housekeeping, SessionChanges(client: client, cache: sessionCache, logger: logger)])
+    return (router, [SessionChanges(client: client, cache: sessionCache, logger: logger)])
 }
 
-/// Sync, import, export and account erasure (the Portability room), on `authenticated`; returns
-/// the export service, whose expired archives housekeeping drops.
+/// Sync, import, export and account erasure (the Portability room), on `authenticated`.
 func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, accounts: AccountsService,
                           google: GoogleSignIn, trades: TradesService, readings: ReadingsService, wishes: WishesService, outbox: OutboxStore,
-                          templates: MailTemplates, logger: Logger) -> ExportService {
+                          templates: MailTemplates, logger: Logger) {
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
                            clock: config.clock, logger: logger)
     SyncRoutes(service: sync).addRoutes(authenticated: authenticated)
@@ -228,11 +221,10 @@ func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, conf
     ErasureRoutes(service: ErasureService(client: client, accounts: accounts, google: google, trades: trades, outbox: outbox, templates: templates,
                                           policy: config.erasure, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
-    return exports
 }
 
 /// The leased-jobs runner with every kind of background work but mail (which has the outbox
-/// worker): trade expiry and loan reminders, alert fan-out and digests, imports and exports. `serve` runs it unless
+/// worker): trade expiry and loan reminders, alert fan-out and digests, imports and exports, housekeeping. `serve` runs it unless
 /// `--no-worker`; so does `worker`.
 func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunner {
     let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
@@ -241,11 +233,16 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
                                policy: config.trades, clock: config.clock, logger: logger)
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
+    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
     return JobRunner(client: client, handlers: [
         TradeSweep(service: trades),
         ImportJob(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)),
-        ExportJob(service: ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock,
-                                         logger: logger)),
+        ExportJob(service: exports),
+        Housekeeping(sessions: SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock),
+                     throttles: ThrottleStore(client: client, logger: logger, clock: config.clock), outbox: outbox,
+                     syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
+                     holds: ErasureSweep(client: client, logger: logger), exports: exports,
+                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
         AlertFanOut(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
         NewWishAlerts(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
         AlertDigest(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),

@@ -4,11 +4,16 @@ import Foundation
 import Logging
 import Mail
 import Portability
-import ServiceLifecycle
 
-/// Periodically deletes dead sessions and old throttle events, so those tables stay small, and
-/// drops the content of long-failed mail. Idempotent, so several instances may run it.
-struct Housekeeping: Service {
+/// Every ten minutes deletes dead sessions and old throttle events, so those tables stay small,
+/// drops the content of long-failed mail, purges old sync tombstones, lifts username holds and
+/// drops expired exports. A recurring row on the leased `jobs` table, so one runner in the whole
+/// deployment does it each time (it used to be a timer in every `serve` process, each sweeping
+/// the same tables), it waits while the database is away as every job does, and it runs
+/// wherever background jobs run: `serve` without `--no-worker`, or `bookworm worker`.
+struct Housekeeping: JobHandler {
+    let kind = "housekeeping"
+    let recurringKey: String? = "every-10-minutes"
     let sessions: SessionStore
     let throttles: ThrottleStore
     let outbox: OutboxStore
@@ -19,7 +24,7 @@ struct Housekeeping: Service {
     let failedMailRetentionDays: Int
     let logger: Logger
     let clock: any AppClock
-    var interval: Duration = .seconds(600)
+    var interval: TimeInterval = 600
 
     func sweep() async throws {
         try await sessions.deleteExpired()
@@ -31,19 +36,10 @@ struct Housekeeping: Service {
         try await exports.dropExpired()
     }
 
-    func run() async throws {
-        while await sleepOneInterval() {
-            do {
-                try await sweep()
-            } catch {
-                logger.warning("housekeeping failed", metadata: ["error": .string(String(reflecting: error))])
-            }
-        }
-    }
+    func firstRun(after now: Date) -> Date { now.addingTimeInterval(interval) }
 
-    /// False once the service is shutting down.
-    private func sleepOneInterval() async -> Bool {
-        (try? await cancelWhenGracefulShutdown { try await clock.sleep(for: interval) }) != nil
-            && !Task.isShuttingDownGracefully && !Task.isCancelled
+    func run(_ job: ClaimedJob) async throws -> JobOutcome {
+        try await sweep()
+        return .again(at: clock.now().addingTimeInterval(interval))
     }
 }
