@@ -105,6 +105,53 @@ import Testing
         }
     }
 
+    /// A pin moved from one spot to another locks both spots in spot order before it shifts
+    /// them, so two moves in opposite directions meet at their lower spot and cannot deadlock.
+    /// While another transaction holds the lower spot, a move between the two waits there
+    /// holding nothing, whichever way it goes: the higher spot stays free. (Before migration
+    /// 0025 a move took its loss before its gain, so the move down held the higher spot.)
+    @Test func aPinMovedBetweenSpotsLocksThemInSpotOrder() async throws {
+        try await withApp { app in
+            let owner = try #require(UUID(uuidString: try await app.register().id))
+            try await insertPins(app, owner: owner, count: 1, latitude: "52.505", longitude: "13.405")
+            // Someone else's pin keeps the higher spot's row in being (a new row is no lock to test).
+            let neighbour = try #require(UUID(uuidString: try await app.register().id))
+            try await insertPins(app, owner: neighbour, count: 1, latitude: "52.525", longitude: "13.405")
+            var spots: [Double: Int64] = [:]
+            for latitude in [52.505, 52.525] {
+                for try await spot in try await app.db.query("SELECT bookworm_map_spot(\(latitude), 13.405)").decode(Int64.self) {
+                    spots[latitude] = spot
+                }
+            }
+            let lowSpot = try #require(spots.values.min()), highSpot = try #require(spots.values.max())
+            #expect(lowSpot != highSpot)
+            let log = Logger(label: "t")
+            for (from, to) in [(52.505, 52.525), (52.525, 52.505)] {
+                try await app.db.withConnection { holder in
+                    try await holder.query("BEGIN", logger: log)
+                    try await holder.query("SELECT 1 FROM pin_spots WHERE spot = \(lowSpot) FOR UPDATE", logger: log)
+                    @Sendable func move() async throws {
+                        try await app.db.query("UPDATE pins SET public_latitude = \(to) WHERE owner_id = \(owner) AND public_latitude = \(from)")
+                    }
+                    async let moved: Void = move()
+                    #expect(try await eventually { try await app.waiting(on: "UPDATE pins SET public_latitude") })
+                    try await app.db.withConnection { probe in
+                        try await probe.query("BEGIN", logger: log)
+                        await #expect(throws: Never.self, "moving \(from) → \(to), the move holds the higher spot") {
+                            // The refusal comes with the rows, so they are read.
+                            for try await _ in try await probe.query("SELECT 1 FROM pin_spots WHERE spot = \(highSpot) FOR UPDATE NOWAIT",
+                                                                     logger: log) {}
+                        }
+                        try await probe.query("ROLLBACK", logger: log)
+                    }
+                    try await holder.query("COMMIT", logger: log)
+                    try await moved
+                }
+                #expect(try await drift(app) == 0)
+            }
+        }
+    }
+
     /// A cluster sits at the mean public point of its pins, however the spots were summed.
     @Test func aClusterSitsAtItsPinsMeanPublicPoint() async throws {
         try await withApp { app in
