@@ -157,8 +157,30 @@ package struct Database: Sendable {
     }
 
     /// `withTransaction` that lets the closure's own error through unwrapped, so an `AppError`
-    /// thrown inside a transaction still reaches the client as itself.
+    /// thrown inside a transaction still reaches the client as itself. A transaction PostgreSQL
+    /// ended to break a deadlock or a serialization failure (`TransactionConflict`) changed
+    /// nothing, and runs again, up to `conflictAttempts` times in all: row locks are taken in
+    /// a fixed order where the code can choose it, but two transactions' statements can still
+    /// meet in opposite orders. So `body` must do nothing outside the database that it cannot
+    /// do twice.
     package func transaction<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T)
+        async throws -> T
+    {
+        var attempt = 1
+        while true {
+            do {
+                return try await transactionOnce(logger: logger, body)
+            } catch where attempt < Self.conflictAttempts && TransactionConflict.matches(error) {
+                logger.info("transaction ended by a conflict; running it again",
+                            metadata: ["attempt": .stringConvertible(attempt), "error": .string(String(reflecting: error))])
+                attempt += 1
+            }
+        }
+    }
+
+    package static let conflictAttempts = 3
+
+    private func transactionOnce<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T)
         async throws -> T
     {
         let ticket = PoolUsage.Ticket(usage)

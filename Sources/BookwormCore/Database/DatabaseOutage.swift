@@ -21,3 +21,15 @@ package enum DatabaseOutage {
         }
     }
 }
+
+/// A transaction PostgreSQL ended because it collided with another: deadlock detected (40P01)
+/// or a serialization failure (40001). Nothing of it was kept, and running it again is right.
+package enum TransactionConflict {
+    package static func matches(_ error: any Error) -> Bool {
+        if let error = error as? PostgresTransactionError {
+            return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
+        }
+        guard let error = error as? PSQLError, error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
+    }
+}

@@ -88,6 +88,9 @@ package struct ProblemMiddleware: RouterMiddleware {
         case let error where DatabaseOutage.matches(error):
             context.logger.warning("database unavailable", metadata: ["error": .string(String(reflecting: error))])
             return try AppError.databaseUnavailable.response(from: request, context: context)
+        case let error where TransactionConflict.matches(error):
+            context.logger.warning("transaction conflict", metadata: ["error": .string(String(reflecting: error))])
+            return try AppError.contended.response(from: request, context: context)
         case let error as HTTPParserError:
             // The body's framing is broken: what follows on this connection cannot be trusted, so
             // answer and close (Hummingbird reads no further request after a parser error).

@@ -17,7 +17,7 @@ extension AppError {
         case .unprocessable, .unprocessableBecause, .rule: .unprocessableContent
         case .gone: .gone
         case .throttled: .tooManyRequests
-        case .overloaded, .unavailable, .databaseUnavailable: .serviceUnavailable
+        case .overloaded, .unavailable, .databaseUnavailable, .contended: .serviceUnavailable
         }
     }
 
@@ -77,6 +77,9 @@ extension AppError {
         case .databaseUnavailable:
             return Problem(type: "database-unavailable", title: "Service unavailable", status: status,
                            detail: "The database is not answering right now; nothing was changed unless a retry shows it was. Try again shortly")
+        case .contended:
+            return Problem(type: "contended", title: "Service busy", status: status,
+                           detail: "The request collided with others changing the same things, and nothing was changed. Try again")
         }
     }
 
@@ -89,6 +92,8 @@ extension AppError {
             return [.retryAfter: String(max(1, seconds))]
         case .databaseUnavailable:
             return [.retryAfter: "2"]
+        case .contended:
+            return [.retryAfter: "1"]
         case .methodNotAllowed(let allowed):
             return [.allow: allowed.joined(separator: ", ")]
         case .unauthorized:

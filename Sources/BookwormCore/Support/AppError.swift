@@ -56,6 +56,8 @@ package enum AppError: Error, Sendable, Equatable {
     case unavailable(String)
     /// PostgreSQL is away or too slow: the client should retry shortly.
     case databaseUnavailable
+    /// The request's transaction kept colliding with others (`TransactionConflict`) and changed nothing.
+    case contended
 
     package static func forbiddenCode(_ code: String, _ detail: String) -> AppError { .forbiddenBecause(code: code, detail: detail) }
 
