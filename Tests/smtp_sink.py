@@ -9,6 +9,7 @@ port, which names its connection), then the bytes received.
 The recipient's local part steers the answer, so one sink serves every test:
   reject*   550 at RCPT (permanent failure)
   tempfail* 451 at DATA the first time a Message-ID is seen, 250 after
+  busy*     421 at RCPT the first time the address is seen (the server takes no mail now), 250 after
   slow*     accepted after 0.3 s (to kill a worker mid-batch)
   pace*     accepted after 0.15 s (a slow server: batches outlast short leases)
   anything else 250
@@ -32,6 +33,9 @@ class Sink:
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address.split("@")[0].startswith("reject"):
             return "550 5.1.1 No such mailbox here"
+        if address.split("@")[0].startswith("busy") and address not in self.seen:
+            self.seen.add(address)
+            return "421 4.7.0 Too many connections, try again later"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

@@ -27,6 +27,8 @@ struct BatchDelivery {
     let batch: [ClaimedMessage]
     /// Rows not yet recorded, in batch order: released at the end, so another worker sends them.
     private(set) var unfinished: [UUID]
+    /// What the server answered when it said it takes no mail now; the sender stopped there.
+    private(set) var serverUnavailable: String?
     private let ledger: DeliveryLedger
     private var renewedAt: Date
     /// Outcomes known but not yet handed to a record.
@@ -69,6 +71,9 @@ struct BatchDelivery {
         guard let last = reports.last else { return }
         if worker.clock.now().timeIntervalSince(renewedAt) > worker.policy.lease / 2 {
             try await renew(batch[(last.index + 1)...].map(\.id))
+        }
+        for report in reports {
+            if case .delivered(.serverUnavailable(let reason)) = report.step { serverUnavailable = reason }
         }
         waiting += reports.map { (batch[$0.index], $0.step) }
         try await startRecording()

@@ -81,6 +81,7 @@ enum BatchSender {
                 return
             }
             var pending: [Report] = []
+            var unavailable = false
             func flush() {
                 if !pending.isEmpty { continuation.yield(pending) }
                 pending = []
@@ -92,11 +93,17 @@ enum BatchSender {
                     guard ledger.waitForRoom(before: index, limit: BatchDelivery.maxUnrecorded) else { break }
                 }
                 let started = ContinuousClock.now
-                pending.append((index, step(for: message, over: kept.session, ledger: ledger, clock: clock)))
+                let sent = step(for: message, over: kept.session, ledger: ledger, clock: clock)
+                pending.append((index, sent))
+                // The server takes no mail now: the rest of the batch would only hear the same.
+                if case .delivered(.serverUnavailable) = sent {
+                    unavailable = true
+                    break
+                }
                 if pending.count >= BatchDelivery.recordGroup || ContinuousClock.now - started > BatchDelivery.slowSend { flush() }
             }
             flush()
-            if ledger.isAborted { kept.session.close() } else { sessions.keep(kept) }
+            if ledger.isAborted || unavailable { kept.session.close() } else { sessions.keep(kept) }
             continuation.finish()
         }
         thread.name = "outbox-sender"

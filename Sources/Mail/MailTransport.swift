@@ -6,8 +6,11 @@ import Logging
 /// What happened to one message.
 package enum DeliveryOutcome: Sendable, Equatable {
     case sent
-    /// 4xx or a network error: worth trying again later.
+    /// 4xx about this message: worth trying again later.
     case temporaryFailure(String)
+    /// 421 or no answer at all: the server is not taking mail now, whatever the message. The
+    /// message is tried again later, and the rest of its batch is not tried now (`OutboxWorker`).
+    case serverUnavailable(String)
     /// 5xx: the server refused this message for good.
     case permanentFailure(String)
 }
@@ -101,13 +104,15 @@ struct SMTPSession: MailSession, @unchecked Sendable {
         return Self.outcome(curlCode: result.curl_code, smtpCode: result.smtp_code, error: Self.text(result))
     }
 
-    /// 2xx sent; 5xx refused for good; 4xx, no answer or a network error: try again.
+    /// 2xx sent; 5xx refused for good; 421 (the server is closing or too busy), no answer or a
+    /// network error: the server is unavailable; any other 4xx: try this message again.
     static func outcome(curlCode: Int32, smtpCode: Int, error: String) -> DeliveryOutcome {
         if curlCode == 0 { return .sent }
         switch smtpCode {
         case 500...599: return .permanentFailure("\(smtpCode) \(error)")
+        case 421: return .serverUnavailable("\(smtpCode) \(error)")
         case 400...499: return .temporaryFailure("\(smtpCode) \(error)")
-        default: return .temporaryFailure(error)
+        default: return .serverUnavailable(error)
         }
     }
 

@@ -24,11 +24,26 @@ package struct OutboxPolicy: Sendable {
 
     package init() {}
 
+    /// After the server said it was unavailable (421, or no answer): how long the worker waits
+    /// before it tries again, the poll interval at first and doubling up to five minutes while
+    /// the server stays away (`previous` is the last pause, nil after a drain that went through).
+    func serverPause(after previous: TimeInterval?) -> TimeInterval {
+        min(previous.map { $0 * 2 } ?? pollInterval, max(pollInterval, 300))
+    }
+
     /// The wait before attempt `attempts + 1`.
     func retryDelay(afterAttempt attempts: Int) -> TimeInterval {
         let exponential = baseDelay * pow(2, Double(max(0, attempts - 1)))
         return min(exponential, maxDelay) * Double.random(in: 0.75...1.25)
     }
+}
+
+/// A drain stopped because the mail server said it takes no mail now (421, or no answer): the
+/// message it said so to is tried again later, the rest of the batch and the batch claimed
+/// ahead are handed back untried (their attempt not counted), and the worker pauses.
+package struct MailServerUnavailable: Error, CustomStringConvertible {
+    package let reason: String
+    package var description: String { "mail server unavailable: \(reason)" }
 }
 
 /// Claims due outbox rows in batches and hands them to a transport. Several workers (in one
@@ -70,13 +85,32 @@ package struct OutboxWorker: Service {
     }
 
     private func work(wake: WakeSignal, stopping: NIOLockedValueBox<Bool>) async {
+        var pause: TimeInterval?
         while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
             do {
                 try await drain(stopping: { stopping.withLockedValue { $0 } })
+                pause = nil
+            } catch let unavailable as MailServerUnavailable {
+                pause = policy.serverPause(after: pause)
+                logger.warning("mail server unavailable; pausing", metadata: [
+                    "error": .string(unavailable.reason), "pause_seconds": .stringConvertible(Int(pause ?? 0))])
             } catch {
                 logger.error("outbox batch failed", metadata: ["error": .string(String(reflecting: error))])
             }
-            await wake.wait(timeout: policy.pollInterval)
+            if let pause {
+                await sleep(pause, wake: wake, stopping: stopping)
+            } else {
+                await wake.wait(timeout: policy.pollInterval)
+            }
+        }
+    }
+
+    /// Waits out `seconds` whatever wakes the worker meanwhile (new mail would meet the same
+    /// server), but not a shutdown.
+    private func sleep(_ seconds: TimeInterval, wake: WakeSignal, stopping: NIOLockedValueBox<Bool>) async {
+        let until = clock.now().addingTimeInterval(seconds)
+        while !stopping.withLockedValue({ $0 }) && !Task.isCancelled, case let left = until.timeIntervalSince(clock.now()), left > 0 {
+            await wake.wait(timeout: left)
         }
     }
 
@@ -137,6 +171,7 @@ package struct OutboxWorker: Service {
             throw error
         }
         try await store.release(delivery.unfinished, worker: id)
+        if let reason = delivery.serverUnavailable { throw MailServerUnavailable(reason: reason) }
     }
 
     /// Releases rows after a failure, again (up to `handBackAttempts` in all) while tries meet an
@@ -180,10 +215,11 @@ package struct OutboxWorker: Service {
         switch outcome {
         case .sent:
             try await store.markSent([message.id], worker: id)
-        case .temporaryFailure(let error) where message.attempts >= policy.maxAttempts:
+        case .temporaryFailure(let error) where message.attempts >= policy.maxAttempts,
+             .serverUnavailable(let error) where message.attempts >= policy.maxAttempts:
             logger.warning("mail failed after retries", metadata: ["message_id": .string(message.messageID), "error": .string(error)])
             try await store.markFailed(message.id, worker: id, error: error, suppress: nil)
-        case .temporaryFailure(let error):
+        case .temporaryFailure(let error), .serverUnavailable(let error):
             let delay = policy.retryDelay(afterAttempt: message.attempts)
             logger.info("mail deferred", metadata: ["message_id": .string(message.messageID), "error": .string(error),
                                                     "retry_in_seconds": .stringConvertible(Int(delay))])

@@ -53,6 +53,49 @@ extension TestApp {
         }
     }
 
+    /// A 421 says the server takes no mail now: the message it came with is tried again later
+    /// (an attempt counted), the rest of the batch is handed back untried, and the drain stops.
+    @Test func a421StopsTheBatchAndHandsTheRestBackUntried() async throws {
+        try await withSink { sink in
+            try await withApp { app in
+                _ = try await app.enqueue(to: ["busy@example.org"])
+                app.clock.advance(by: 1)
+                _ = try await app.enqueue(to: (0..<3).map { "reader\($0)@example.org" })
+                let policy = OutboxPolicy.forTests()
+                let worker = try app.worker(sink, policy: policy)
+                await #expect(throws: MailServerUnavailable.self) { try await worker.drainOnce() }
+                #expect(sink.messages().isEmpty)
+                var rows: [String: (attempts: Int, leased: Bool, error: String)] = [:]
+                for try await (to, attempts, leased, error) in try await app.db.query("""
+                    SELECT recipient, attempts, lease_owner IS NOT NULL, coalesce(last_error, '') FROM outbox_messages
+                    """).decode((String, Int, Bool, String).self) { rows[to] = (attempts, leased, error) }
+                #expect(rows["busy@example.org"]?.attempts == 1 && rows["busy@example.org"]?.error.hasPrefix("421") == true)
+                #expect(rows.filter { $0.key != "busy@example.org" }.values.allSatisfy { $0.attempts == 0 && !$0.leased },
+                        "\(rows)")
+
+                // The next drain sends the rest at once; the deferred message waits for its retry.
+                try await worker.drainOnce()
+                #expect(sink.messages().count == 3)
+                app.clock.advance(by: policy.maxDelay)
+                try await worker.drainOnce()
+                #expect(sink.messages().count == 4)
+                #expect(try await app.outboxStatuses().allSatisfy { $0 == "sent" })
+            }
+        }
+    }
+
+    @Test func aWorkerPausesLongerWhileTheServerStaysUnavailable() {
+        var policy = OutboxPolicy()
+        policy.pollInterval = 5
+        var pauses: [TimeInterval] = []
+        var pause: TimeInterval?
+        for _ in 0..<9 {
+            pause = policy.serverPause(after: pause)
+            pauses.append(pause ?? 0)
+        }
+        #expect(pauses == [5, 10, 20, 40, 80, 160, 300, 300, 300])
+    }
+
     @Test func aPermanentRefusalFailsTheMessageAndSuppressesTheAddress() async throws {
         try await withSink { sink in
             try await withApp { app in
@@ -79,7 +122,7 @@ extension TestApp {
             let policy = OutboxPolicy.forTests(maxAttempts: 3)
             let worker = OutboxWorker(client: app.db, transport: transport, policy: policy, logger: Logger(label: "t"), clock: app.clock)
             for _ in 0..<30 where try await app.queuedCount() > 0 {
-                try await worker.drainOnce()
+                await #expect(throws: MailServerUnavailable.self) { try await worker.drainOnce() }
                 app.clock.advance(by: policy.maxDelay)
             }
             #expect(try await app.outboxStatuses() == ["failed"])
