@@ -234,6 +234,8 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
     let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
+    let alerts = AlertJobParts(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock,
+                               logger: logger)
     return JobRunner(client: client, handlers: [
         TradeSweep(service: trades),
         ImportJob(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)),
@@ -243,8 +245,6 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
                      syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
                      holds: ErasureSweep(client: client, logger: logger), exports: exports,
                      failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
-        AlertFanOut(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
-        NewWishAlerts(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
-        AlertDigest(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock, logger: logger),
+        AlertFanOut(alerts), NewWishAlerts(alerts), AlertDigest(alerts),
     ], logger: logger, clock: config.clock)
 }

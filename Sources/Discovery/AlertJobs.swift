@@ -4,6 +4,26 @@ import Logging
 import Mail
 import PostgresNIO
 
+/// What every alert job holds: the database, the alert SQL, alert mail, the wish policy, the clock.
+package struct AlertJobParts: Sendable {
+    let client: Database
+    let alerts: AlertsStore
+    let mail: AlertMail
+    let policy: WishPolicy
+    let clock: any AppClock
+    let logger: Logger
+
+    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock,
+                 logger: Logger) {
+        self.client = client
+        self.alerts = AlertsStore(client: client, logger: logger)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
+        self.policy = policy
+        self.clock = clock
+        self.logger = logger
+    }
+}
+
 /// `alerts.copy`: a copy became available (the `copies_queue_alerts` trigger queued this job in
 /// the same transaction). Wishes for its work are examined in batches, each batch one short
 /// transaction that writes its alerts and queues their mail, so a book wished by thousands
@@ -12,32 +32,20 @@ import PostgresNIO
 package struct AlertFanOut: JobHandler {
     package let kind = "alerts.copy"
     package let recurringKey: String? = nil
-    let client: Database
-    let alerts: AlertsStore
-    let mail: AlertMail
-    let policy: WishPolicy
-    let clock: any AppClock
-    let logger: Logger
-
-    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
-        self.client = client
-        self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
-        self.policy = policy
-        self.clock = clock
-        self.logger = logger
-    }
+    let parts: AlertJobParts
+    package init(_ parts: AlertJobParts) { self.parts = parts }
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         guard let copy = UUID(uuidString: job.key) else { return .done }
         var after: UUID?
         repeat {
             let start = after
-            after = try await client.transaction(logger: logger) { connection in
-                let now = clock.now()
-                guard let offered = try await alerts.offer(copy, on: connection) else { return nil }
-                let (last, written) = try await alerts.fanOut(offered, after: start, limit: policy.fanOutBatch, now: now, on: connection)
-                if !written.isEmpty { try await mail.handle(written, now: now, on: connection) }
+            after = try await parts.client.transaction(logger: parts.logger) { connection in
+                let now = parts.clock.now()
+                guard let offered = try await parts.alerts.offer(copy, on: connection) else { return nil }
+                let (last, written) = try await parts.alerts.fanOut(offered, after: start, limit: parts.policy.fanOutBatch, now: now,
+                                                                    on: connection)
+                if !written.isEmpty { try await parts.mail.handle(written, now: now, on: connection) }
                 return last
             }
         } while after != nil
@@ -51,28 +59,15 @@ package struct AlertFanOut: JobHandler {
 package struct NewWishAlerts: JobHandler {
     package let kind = "alerts.wish"
     package let recurringKey: String? = nil
-    let client: Database
-    let alerts: AlertsStore
-    let mail: AlertMail
-    let policy: WishPolicy
-    let clock: any AppClock
-    let logger: Logger
-
-    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
-        self.client = client
-        self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
-        self.policy = policy
-        self.clock = clock
-        self.logger = logger
-    }
+    let parts: AlertJobParts
+    package init(_ parts: AlertJobParts) { self.parts = parts }
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         guard let wish = UUID(uuidString: job.key) else { return .done }
-        try await client.transaction(logger: logger) { connection in
-            let now = clock.now()
-            let written = try await alerts.forNewWish(wish, limit: policy.alertsPerNewWish, now: now, on: connection)
-            if !written.isEmpty { try await mail.handle(written, now: now, on: connection) }
+        try await parts.client.transaction(logger: parts.logger) { connection in
+            let now = parts.clock.now()
+            let written = try await parts.alerts.forNewWish(wish, limit: parts.policy.alertsPerNewWish, now: now, on: connection)
+            if !written.isEmpty { try await parts.mail.handle(written, now: now, on: connection) }
         }
         return .done
     }
@@ -84,44 +79,31 @@ package struct NewWishAlerts: JobHandler {
 package struct AlertDigest: JobHandler {
     package let kind = "alerts.digest"
     package let recurringKey: String? = "daily"
-    let client: Database
-    let alerts: AlertsStore
-    let mail: AlertMail
-    let policy: WishPolicy
-    let clock: any AppClock
-    let logger: Logger
+    let parts: AlertJobParts
+    package init(_ parts: AlertJobParts) { self.parts = parts }
 
-    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock, logger: Logger) {
-        self.client = client
-        self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
-        self.policy = policy
-        self.clock = clock
-        self.logger = logger
-    }
-
-    package func firstRun(after now: Date) -> Date { policy.nextDigest(after: now) }
+    package func firstRun(after now: Date) -> Date { parts.policy.nextDigest(after: now) }
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         var after: UUID?
         while true {
-            let users = try await alerts.usersAwaitingDigest(after: after, limit: 500)
+            let users = try await parts.alerts.usersAwaitingDigest(after: after, limit: 500)
             guard let last = users.last else { break }
             for user in users { try await digest(user) }
             after = last
         }
-        return .again(at: policy.nextDigest(after: clock.now()))
+        return .again(at: parts.policy.nextDigest(after: parts.clock.now()))
     }
 
     private func digest(_ user: UUID) async throws {
-        try await client.transaction(logger: logger) { connection in
-            let pending = try await alerts.unmailed(user: user, on: connection)
+        try await parts.client.transaction(logger: parts.logger) { connection in
+            let pending = try await parts.alerts.unmailed(user: user, on: connection)
             let current = pending.filter(\.current).map(\.alert)
             // Someone who switched to `off` (or never verified) gets nothing; the alerts are settled.
             if let first = current.first, first.verified, first.preference != "off" {
-                try await mail.digest(current, on: connection)
+                try await parts.mail.digest(current, on: connection)
             }
-            try await alerts.markMailed(pending.map(\.alert.id), now: clock.now(), on: connection)
+            try await parts.alerts.markMailed(pending.map(\.alert.id), now: parts.clock.now(), on: connection)
         }
     }
 }
