@@ -14,13 +14,15 @@ enum FeedGrid {
         let maxCells: Int
     }
 
-    /// Finest first: 0.1 degree cells (about 11 km north to south) up to radii of about 40 km,
-    /// 1 degree regions beyond. Up to 128 cells: a region is read newest first back to a page
-    /// inside the circle, and where it holds a dense city outside the circle that was most of
-    /// the city (20 km around Reading, beside London, took 7.9 ms at 1M posts against 1.6 ms by
-    /// cells; it had been 24 cells, so regions from about 15 km). More regions than 24 and
+    /// Finest first: 0.1 degree cells (about 11 km north to south) up to radii of 70 to 100 km
+    /// (400 cells over the bounding box), 1 degree regions beyond. A region no more than
+    /// clipped is read newest first back to a page inside the circle, and where it holds a
+    /// dense city outside the circle that was most of the city: 20 km around Reading, beside
+    /// London, took 7.9 ms at 1M posts and 45 to 60 km beside it 6 to 8 ms, against 1.6 to
+    /// 1.8 ms by cells (whole requests); 60 to 80 km around London's centre went from 2.2 to
+    /// 2.8 ms. (It had been 24 cells, so regions from about 15 km.) More regions than 24 and
     /// each one's newest-first read costs more than it saves.
-    static let levels = [Level(column: "cell", stepDegrees: 0.1, maxCells: 128), Level(column: "region", stepDegrees: 1.0, maxCells: 24)]
+    static let levels = [Level(column: "cell", stepDegrees: 0.1, maxCells: 400), Level(column: "region", stepDegrees: 1.0, maxCells: 24)]
 
     /// The cell of `latitude`/`longitude` on a grid of `step` degrees: the very floating-point
     /// operations of SQL's `bookworm_grid_cell`, so both sides name the same cell.

@@ -60,15 +60,16 @@ import Testing
             var random = SeededRandom(seed: 42)
             let areas: [(GeoPoint, Double, String?)] = [
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 10, "cell"),
-                (GeoPoint(latitude: 51.5, longitude: -0.12), 60, "region"),
+                (GeoPoint(latitude: 51.5, longitude: -0.12), 120, "region"),
                 // More than 24 cells of 0.1 degree, no region mostly inside: still by cells.
                 (GeoPoint(latitude: 51.45, longitude: -0.97), 25, "cell"),
+                (GeoPoint(latitude: 51.5, longitude: -1.3), 60, "cell"),
                 (GeoPoint(latitude: -17.7, longitude: 179.95), 10, "cell"),
                 (GeoPoint(latitude: 89.95, longitude: 0), 10, nil),
                 // No cell mostly inside: read by the clipped cells' points (`pointsSQL`).
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 1.5, "cell"),
             ]
-            #expect(FeedGrid.covering(NearbyArea(origin: areas[5].0, radiusKm: areas[5].1))?.inner.isEmpty == true)
+            #expect(FeedGrid.covering(NearbyArea(origin: areas[6].0, radiusKm: areas[6].1))?.inner.isEmpty == true)
             let wide = try #require(FeedGrid.covering(NearbyArea(origin: areas[2].0, radiusKm: areas[2].1)))
             #expect(wide.inner.count + wide.edge.count > 24)
             for (origin, radius, level) in areas {
