@@ -53,9 +53,10 @@ package struct AlertFanOut: JobHandler {
     }
 }
 
-/// `alerts.wish`: a wish was made (the `wishes_queue_alerts` trigger queued this job in the same
-/// transaction). Its alerts for the nearest copies already on offer are written and mailed as a
-/// fan-out batch's are, in one transaction.
+/// `alerts.wish`: a user made wishes (the `wishes_queue_alerts` trigger queued this job, keyed by
+/// the user, in the same transaction). For every wish of theirs not yet looked at, alerts for
+/// the nearest copies already on offer are written, and mailed as one fan-out batch's are: one
+/// mail for a whole import. One transaction.
 package struct NewWishAlerts: JobHandler {
     package let kind = "alerts.wish"
     package let recurringKey: String? = nil
@@ -63,10 +64,13 @@ package struct NewWishAlerts: JobHandler {
     package init(_ parts: AlertJobParts) { self.parts = parts }
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
-        guard let wish = UUID(uuidString: job.key) else { return .done }
+        guard let user = UUID(uuidString: job.key) else { return .done }
         try await parts.client.transaction(logger: parts.logger) { connection in
             let now = parts.clock.now()
-            let written = try await parts.alerts.forNewWish(wish, limit: parts.policy.alertsPerNewWish, now: now, on: connection)
+            var written: [NewAlert] = []
+            for wish in try await parts.alerts.takeUncheckedWishes(of: user, on: connection) {
+                written += try await parts.alerts.forNewWish(wish, limit: parts.policy.alertsPerNewWish, now: now, on: connection)
+            }
             if !written.isEmpty { try await parts.mail.handle(written, now: now, on: connection) }
         }
         return .done
@@ -141,10 +145,13 @@ struct AlertMail: Sendable {
     private func instant(_ alerts: [NewAlert]) -> MailMessage {
         let first = alerts[0]
         // A new wish's alerts are often copies of one book: that is one book available, not several.
-        let subject = Set(alerts.map(\.title)).count == 1 ? "\"\(first.title)\" is available near you"
-            : "\(alerts.count) books you wish for are available near you"
-        return templates.notice(to: first.email, recipient: first.username, subject: subject,
-                                text: "A book you wish for is on offer near you:\n\n\(Self.lines(alerts))\n\nOpen Bookworm to ask for it.")
+        let books = Set(alerts.map(\.title)).count
+        let subject = books == 1 ? "\"\(first.title)\" is available near you" : "\(books) books you wish for are available near you"
+        // An import's wishes can bring hundreds: list as many as a digest does.
+        let listed = Array(alerts.prefix(Self.digestListed))
+        var text = "A book you wish for is on offer near you:\n\n\(Self.lines(listed))"
+        if alerts.count > listed.count { text += "\n…and \(alerts.count - listed.count) more in the app." }
+        return templates.notice(to: first.email, recipient: first.username, subject: subject, text: text + "\n\nOpen Bookworm to ask for it.")
     }
 
     func digest(_ alerts: [NewAlert], on connection: PostgresConnection) async throws {

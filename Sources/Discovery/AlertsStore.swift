@@ -107,6 +107,18 @@ struct AlertsStore: Sendable {
         return (last, written)
     }
 
+    /// `user`'s wishes not yet looked at for copies already on offer (oldest first), marked as
+    /// looked at in the caller's transaction.
+    func takeUncheckedWishes(of user: UUID, on connection: PostgresConnection) async throws -> [UUID] {
+        let rows = try await connection.query("""
+            UPDATE wishes SET offers_checked = true WHERE user_id = \(user) AND NOT offers_checked
+            RETURNING id, created_at
+            """, logger: logger)
+        var wishes: [(UUID, Date)] = []
+        for try await row in rows.decode((UUID, Date).self) { wishes.append(row) }
+        return wishes.sorted { $0.1 < $1.1 }.map(\.0)
+    }
+
     /// A new wish's alerts: the `limit` nearest copies already on offer that satisfy it (the
     /// fan-out's rules, seen from the wish: its work or edition, condition, radius between
     /// public points, not the wisher's own, no block either way, neither side suspended),

@@ -92,6 +92,26 @@ import Testing
         }
     }
 
+    @Test func wishesMadeTogetherAreToldInOneMail() async throws {
+        try await withApp { app in
+            let wisher = try await app.wisher(at: 52.52, 13.405), owner = try await app.wisher(at: 52.53, 13.41)
+            var books: [String] = []
+            for title in ["Dune", "Emma", "Ulysses"] {
+                books.append(try await app.book(owner.token, title: title, authors: ["Someone"]))
+                _ = try await app.offer(owner.token, title: title, authors: ["Someone"])
+            }
+            try await app.runJobs()
+            for book in books { #expect(try await app.wish(wisher.token, book: book).status == .created) }
+            let queued = try await app.count("SELECT count(*)::int8 FROM jobs WHERE kind = 'alerts.wish'", user: "")
+            #expect(queued == 1, "one job for the wisher, not one per wish")
+            try await app.runJobs()
+            #expect(try await app.alertRows(wisher.id) == 3)
+            let mails = try await app.alertMails().filter { $0.to == wisher.email }
+            #expect(mails.map(\.subject) == ["3 books you wish for are available near you"])
+            #expect(["Dune", "Emma", "Ulysses"].allSatisfy { mails.first?.content.contains($0) == true })
+        }
+    }
+
     @Test func aNewWishForABookOnOfferEverywhereHearsOfTheNearestFew() async throws {
         try await withApp { app in
             let wisher = try await app.wisher(at: 52.52, 13.405)
