@@ -46,17 +46,17 @@ enum FeedGrid {
     /// level's `maxCells`, with those cells; nil when even the coarsest needs more (a very wide
     /// radius, or near a pole where the box spans every longitude).
     static func covering(_ area: NearbyArea) -> Covering? {
-        levels.lazy.compactMap { covering(area, level: $0, maxCells: $0.maxCells) }.first
+        levels.lazy.compactMap { covering(area, level: $0) }.first
     }
 
-    /// The cells of `level` the circle reaches, nil when its bounding boxes span more than `maxCells`.
-    static func covering(_ area: NearbyArea, level: Level, maxCells: Int) -> Covering? {
+    /// The cells of `level` the circle reaches, nil when its bounding boxes span more than the level's `maxCells`.
+    static func covering(_ area: NearbyArea, level: Level) -> Covering? {
         var cells = Set<Int64>(), inner = Set<Int64>()
         let step = level.stepDegrees
         for box in Geo.boundingBoxes(around: area.origin, radiusKm: area.radiusKm) {
             let rows = index(box.south + 90, step)...index(box.north + 90, step)
             let columns = index(box.west + 180, step)...index(box.east + 180, step)
-            guard cells.count + rows.count * columns.count <= maxCells else { return nil }
+            guard cells.count + rows.count * columns.count <= level.maxCells else { return nil }
             for row in rows {
                 for column in columns where reaches(row: row, column: column, step: step, area: area) {
                     cells.insert(row * 100_000 + column)
