@@ -8,7 +8,8 @@ import PostgresNIO
 
 /// `BookwormBench feed`: on 1,000,000 posts over the places benchmark's users and pins,
 /// (a) global feed page 1 vs page 1,000 by cursor (and the same pages by OFFSET), (b) the
-/// nearby feed 10 km around city points, (c) HTTP throughput of the global feed vs pgbench.
+/// nearby feed 10 km around city points (and 0.5, beside the city, 400 km), (c) HTTP throughput
+/// of the global feed vs pgbench.
 struct FeedBenchmark {
     let posts: Int
     let points: Int
@@ -84,6 +85,7 @@ struct FeedBenchmark {
         var smallPgbench: [Double] = []
         /// The same points moved beside their cities (`beside`), at `besideRadiusKm`.
         var besidePgbench: [Double] = []
+        var wide = FeedWideRadius()
         /// Points where the two statements' pages differ in ids or order.
         var nearbyMismatches = 0
         var london: [Double] = []
@@ -129,6 +131,7 @@ struct FeedBenchmark {
                 timings.london.append(try await Self.timedPage(store, centre, radiusKm: radiusKm, limit: limit, on: connection).0)
             }
             for _ in 0..<100 { timings.londonByPins.append(try await Self.timedIDs(connection, nearbyByPins(centre)).0) }
+            try await timings.wide.compare(origins, store: store, limit: limit, on: connection)
         }
         // The same points as the server gets them: pool (its generic-plan pool), deadlines, and the hops between them.
         let served = PostsStore(client: asServer, logger: Logger(label: "bench"))
@@ -158,6 +161,7 @@ struct FeedBenchmark {
             if !runs.isEmpty { slowest.append((Percentiles(runs).p50, origin)) }
             timings.smallPgbench += try latencies(origin, runs: 20, radiusKm: smallRadiusKm)
             timings.besidePgbench += try latencies(beside(origin), runs: 20, radiusKm: besideRadiusKm)
+            timings.wide.pgbench += try latencies(origin, runs: 5, radiusKm: FeedWideRadius.radiusKm)
         }
         // The p99 of 20 runs at each of 100 points is the slowest point's time: name it.
         let named = slowest.sorted { $0.median > $1.median }.prefix(3)
@@ -170,7 +174,7 @@ struct FeedBenchmark {
         FeedBenchmarkSQL.nearbyFeed(latitude: origin.latitude, longitude: origin.longitude, radiusKm: radiusKm, limit: limit).byPins
     }
 
-    private static func timedPage(_ store: PostsStore, _ origin: GeoPoint, radiusKm: Double, limit: Int,
+    static func timedPage(_ store: PostsStore, _ origin: GeoPoint, radiusKm: Double, limit: Int,
                                   on connection: PostgresConnection?) async throws -> (Double, [UUID]) {
         var filter = FeedFilter()
         filter.near = NearbyArea(origin: origin, radiusKm: radiusKm)
@@ -184,7 +188,7 @@ struct FeedBenchmark {
         return (time, ids)
     }
 
-    private static func timedIDs(_ connection: PostgresConnection, _ statement: String) async throws -> (Double, [UUID]) {
+    static func timedIDs(_ connection: PostgresConnection, _ statement: String) async throws -> (Double, [UUID]) {
         var ids: [UUID] = []
         let time = try await ContinuousClock().measure {
             for try await row in try await connection.query(PostgresQuery(unsafeSQL: statement), logger: connection.logger) {
@@ -223,6 +227,7 @@ struct FeedBenchmark {
              "\(sql.smallPgbench.count) runs; goal <= 1.0 / 6 ms", pgSmall.p50 <= 1 && pgSmall.p99 <= 6 ? "yes" : "NO"],
             ["    the same points 60 km west, \(Int(besideRadiusKm)) km (beside the city), pgbench", ms(pgBeside.p50), ms(pgBeside.p99),
              "\(sql.besidePgbench.count) runs; goal <= 1.0 / 6 ms", pgBeside.p50 <= 1 && pgBeside.p99 <= 6 ? "yes" : "NO"],
+            sql.wide.tableRow(),
             ["    from Swift, one connection, \(sql.nearby.count) city points", ms(nearby.p50), ms(nearby.p99),
              "\(full) of \(sql.nearby.count) pages full", "-"],
             ["    reference: every pin in the radius, then its posts", ms(byPins.p50), ms(byPins.p99),
@@ -268,7 +273,7 @@ struct FeedBenchmark {
             ResultRow("HTTP global feed, \(clients) clients", throughput.httpRate, "req/s",
                       reference: String(format: "pgbench -M prepared %.0f tx/s", pgbenchTPS), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
             TailLatency.result("HTTP global feed p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ])
+        ] + sql.wide.results())
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

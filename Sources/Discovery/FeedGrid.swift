@@ -15,14 +15,17 @@ enum FeedGrid {
     }
 
     /// Finest first: 0.1 degree cells (about 11 km north to south) up to radii of 70 to 100 km
-    /// (400 cells over the bounding box), 1 degree regions beyond. A region no more than
-    /// clipped is read newest first back to a page inside the circle, and where it holds a
-    /// dense city outside the circle that was most of the city: 20 km around Reading, beside
-    /// London, took 7.9 ms at 1M posts and 45 to 60 km beside it 6 to 8 ms, against 1.6 to
-    /// 1.8 ms by cells (whole requests); 60 to 80 km around London's centre went from 2.2 to
-    /// 2.8 ms. (It had been 24 cells, so regions from about 15 km.) More regions than 24 and
-    /// each one's newest-first read costs more than it saves.
-    static let levels = [Level(column: "cell", stepDegrees: 0.1, maxCells: 400), Level(column: "region", stepDegrees: 1.0, maxCells: 24)]
+    /// (400 cells over the bounding box), 1 degree regions beyond, up to 400 of them (500 km,
+    /// the widest radius, up to about 75 degrees of latitude). A region no more than clipped is
+    /// read newest first back to a page inside the circle, and where it holds a dense city
+    /// outside the circle that was most of the city: 20 km around Reading, beside London, took
+    /// 7.9 ms at 1M posts and 45 to 60 km beside it 6 to 8 ms, against 1.6 to 1.8 ms by cells
+    /// (whole requests); 60 to 80 km around London's centre went from 2.2 to 2.8 ms. (It had
+    /// been 24 cells, so regions from about 15 km.) With regions up to 24, radii past about
+    /// 200 km read every pin in the radius and their posts: 170 to 540 ms at 250 to 500 km
+    /// around London, Paris or New York, against 2.3 ms by 150 regions. A region beside a dense
+    /// city is read only so far (`RegionFeedSQL`).
+    static let levels = [Level(column: "cell", stepDegrees: 0.1, maxCells: 400), Level(column: "region", stepDegrees: 1.0, maxCells: 400)]
 
     /// The cell of `latitude`/`longitude` on a grid of `step` degrees: the very floating-point
     /// operations of SQL's `bookworm_grid_cell`, so both sides name the same cell.

@@ -30,7 +30,9 @@ extension PostsStore {
     /// A shape's text, built once rather than on every request.
     static func gridText(_ shape: FeedGridShape) -> String { gridTexts[shape] ?? text(shape) }
 
-    private static func text(_ shape: FeedGridShape) -> String { shape.points ? pointsSQL(shape) : gridSQL(shape) }
+    private static func text(_ shape: FeedGridShape) -> String {
+        shape.points ? pointsSQL(shape) : (shape.regions ? RegionFeedSQL.text(shape) : gridSQL(shape))
+    }
 
     private static let gridTexts = Dictionary(uniqueKeysWithValues: [(false, false), (true, false), (false, true)].flatMap { regions, points in
         [false, true].flatMap { kind in
@@ -57,7 +59,7 @@ extension PostsStore {
         ), horizon AS (
             SELECT CASE WHEN count(*) = $6 THEN min(created_at) END AS since FROM inner_hits
         ), edge_hits AS (
-            \(gridHits(shape, cells: "$18", since: "coalesce((SELECT since FROM horizon), '-infinity')"))
+            \(gridHits(shape, cells: "$18", since: sinceHorizon))
         ), page AS (
             SELECT * FROM inner_hits UNION ALL SELECT * FROM edge_hits
             ORDER BY created_at DESC, id DESC
@@ -66,6 +68,9 @@ extension PostsStore {
         \(pageDetails)
         """
     }
+
+    /// The inner cells' page's oldest post, when they fill a page: nothing older can make it.
+    static let sinceHorizon = "coalesce((SELECT since FROM horizon), '-infinity')"
 
     /// A radius that no cell lies mostly inside (all its cells, $18, are edge cells): the
     /// public points holding posts in those cells (migration 0023) that are inside the radius,
@@ -97,14 +102,14 @@ extension PostsStore {
     }
 
     /// The page's posts, authors and books, joined for the page's ids alone.
-    private static let pageDetails = """
+    static let pageDetails = """
         SELECT \(columns), page.distance
         FROM page JOIN posts po ON po.id = page.id JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id
         ORDER BY page.created_at DESC, page.id DESC
         """
 
     /// What a hit must pass besides its place: the shape's kind and cursor, blocks, visibility.
-    private static func filters(_ shape: FeedGridShape, since: String?) -> [String] {
+    static func filters(_ shape: FeedGridShape, since: String?) -> [String] {
         (since.map { ["po.created_at >= \($0)"] } ?? []) + (shape.kind ? [kindCondition] : [])
             + (shape.cursor ? [cursorCondition] : []) + [blockCondition, visibleCondition]
     }
@@ -112,14 +117,13 @@ extension PostsStore {
     /// A page of hits from each cell of `cells`, newest first, none older than `since`; a hit is
     /// read from the cell's index alone (migration 0020).
     private static func gridHits(_ shape: FeedGridShape, cells: String, since: String?) -> String {
-        let column = shape.regions ? "region" : "cell"
         let tests = filters(shape, since: since)
         return """
             SELECT hit.*
                 FROM unnest(\(cells)::int8[]) AS area(cell) CROSS JOIN LATERAL (
                     SELECT po.id, po.created_at, \(distance) AS distance
                     FROM posts po
-                    WHERE po.\(column) = area.cell AND CASE WHEN \(band) THEN \(distance) END <= $10
+                    WHERE po.cell = area.cell AND CASE WHEN \(band) THEN \(distance) END <= $10
                       AND \(tests.joined(separator: "\n              AND "))
                     ORDER BY po.created_at DESC, po.id DESC
                     LIMIT $6

@@ -12,13 +12,14 @@ private let feedGridLogger = Logger(label: "feed-grid-test")
 /// What the nearby feed's grid tests share: posts seeded at one pin, the posts a grid read's
 /// generic plan touches, and the feed worked out pin by pin.
 extension TestApp {
-    /// A meetup pin at (`latitude`, -0.15) with `count` offers, the newest `newest` seconds after
-    /// noon on 2026-06-01 and each next one `step` seconds older.
-    func postsAtOnePin(author: UUID, latitude: Double, count: Int, newest: Double, step: Double) async throws {
+    /// A meetup pin at (`latitude`, `longitude`) with `count` offers, the newest `newest` seconds
+    /// after noon on 2026-06-01 and each next one `step` seconds older.
+    func postsAtOnePin(author: UUID, latitude: Double, longitude: Double = -0.15, count: Int, newest: Double,
+                       step: Double) async throws {
         try await db.query("""
             WITH pin AS (
                 INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-                VALUES (\(author), 'p', 'meetup', \(latitude), -0.15, \(latitude), -0.15) RETURNING id)
+                VALUES (\(author), 'p', 'meetup', \(latitude), \(longitude), \(latitude), \(longitude)) RETURNING id)
             INSERT INTO posts (author_id, kind, body, pin_id, created_at)
             SELECT \(author), 'offer', 'x', pin.id, timestamptz '2026-06-01 12:00' + (\(newest) - i * \(step)) * interval '1 second'
             FROM pin CROSS JOIN generate_series(0, \(count) - 1) AS i

@@ -61,6 +61,9 @@ import Testing
             let areas: [(GeoPoint, Double, String?)] = [
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 10, "cell"),
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 120, "region"),
+                // Far more than 24 regions, and across the antimeridian.
+                (GeoPoint(latitude: 48.9, longitude: 2.35), 450, "region"),
+                (GeoPoint(latitude: -17.7, longitude: 179.95), 300, "region"),
                 // More than 24 cells of 0.1 degree, no region mostly inside: still by cells.
                 (GeoPoint(latitude: 51.45, longitude: -0.97), 25, "cell"),
                 (GeoPoint(latitude: 51.5, longitude: -1.3), 60, "cell"),
@@ -69,9 +72,11 @@ import Testing
                 // No cell mostly inside: read by the clipped cells' points (`pointsSQL`).
                 (GeoPoint(latitude: 51.5, longitude: -0.12), 1.5, "cell"),
             ]
-            #expect(FeedGrid.covering(NearbyArea(origin: areas[6].0, radiusKm: areas[6].1))?.inner.isEmpty == true)
-            let wide = try #require(FeedGrid.covering(NearbyArea(origin: areas[2].0, radiusKm: areas[2].1)))
+            #expect(FeedGrid.covering(NearbyArea(origin: areas[8].0, radiusKm: areas[8].1))?.inner.isEmpty == true)
+            let wide = try #require(FeedGrid.covering(NearbyArea(origin: areas[4].0, radiusKm: areas[4].1)))
             #expect(wide.inner.count + wide.edge.count > 24)
+            let widest = try #require(FeedGrid.covering(NearbyArea(origin: areas[2].0, radiusKm: areas[2].1)))
+            #expect(widest.inner.count + widest.edge.count > 24)
             for (origin, radius, level) in areas {
                 #expect(FeedGrid.covering(NearbyArea(origin: origin, radiusKm: radius))?.level.column == level)
                 try await seedPosts(app, around: origin, spreadKm: radius * 2.5, random: &random)

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+@testable import Discovery
+@testable import Places
+@testable import BookwormTestSupport
+
+/// Wide radii read 1° regions; a region also holds whatever dense city lies beside the circle.
+@Suite struct FeedGridRegionTests {
+    /// The circle's edge clips a region whose city, all newer posts, lies outside it: the region
+    /// is read through `RegionFeedSQL.scanCap` posts, then by the cells the circle reaches, so
+    /// the few posts inside still make the page and the city is not read to its end.
+    @Test func aRegionClippedBesideADenseCityIsReadOnByTheCellsTheCircleReaches() async throws {
+        try await withApp { app in
+            let author = try #require(UUID(uuidString: try await app.register().id))
+            let viewer = try await app.register()
+            let origin = GeoPoint(latitude: 51.5, longitude: -3.0)
+            let area = NearbyArea(origin: origin, radiusKm: 150)
+            let covering = try #require(FeedGrid.covering(area))
+            let cityRegion = FeedGrid.cell(latitude: 51.5, longitude: -0.5, step: 1.0)
+            #expect(covering.level.column == "region" && covering.edge.contains(cityRegion))
+            #expect(Geo.distanceKm(origin, GeoPoint(latitude: 51.5, longitude: -0.5)) > 150)
+            // (longitude, posts, first post's seconds after noon, seconds between posts): the
+            // city 173 km away, three older posts 142 km away in its region, four at the origin.
+            for (longitude, count, newest, step) in [(-0.5, 3000, 1000.0, 0.1), (-0.95, 3, -10.0, 50.0), (-3.0, 4, -5.0, 1.0)] {
+                try await app.postsAtOnePin(author: author, latitude: 51.5, longitude: longitude, count: count, newest: newest, step: step)
+            }
+            try await app.db.query("VACUUM ANALYZE posts")
+            var filter = FeedFilter()
+            filter.near = area
+            filter.viewerID = try #require(UUID(uuidString: viewer.id))
+            let read = try await app.postsReadOnGenericPlan(filter, limit: 5, after: nil)
+            #expect(read > RegionFeedSQL.scanCap && read <= RegionFeedSQL.scanCap + 100, "\(read) posts read")
+            let expected = try await app.feedIDsByBruteForce(origin: origin, radiusKm: 150, kind: nil)
+            #expect(expected.count == 7)
+            let base = "/v1/posts?latitude=51.5&longitude=-3.0&radius_km=150"
+            #expect(try await app.feedIDs(base, token: viewer.token, limit: 5) == expected)
+            #expect(try await app.feedIDs(base, token: viewer.token, limit: 2) == expected)
+        }
+    }
+
+    /// A region mostly inside the circle, its city in the corner outside: read, before, until it
+    /// had a page inside, which was to the city's end. Now the same cap, then its cells.
+    @Test func anInnerRegionWithItsCityOutsideTheCircleIsNotReadThroughTheCity() async throws {
+        try await withApp { app in
+            let author = try #require(UUID(uuidString: try await app.register().id))
+            let viewer = try await app.register()
+            let origin = GeoPoint(latitude: 51.5, longitude: -2.2)
+            let area = NearbyArea(origin: origin, radiusKm: 140)
+            let covering = try #require(FeedGrid.covering(area))
+            #expect(covering.level.column == "region" && covering.inner.contains(FeedGrid.cell(latitude: 51.5, longitude: -0.5, step: 1.0)))
+            #expect(Geo.distanceKm(origin, GeoPoint(latitude: 51.95, longitude: -0.05)) > 140)
+            for (latitude, longitude, count, newest, step) in [(51.95, -0.05, 3000, 1000.0, 0.1), (51.5, -0.5, 3, -10.0, 50.0),
+                                                                (51.5, -2.2, 4, -5.0, 1.0)] {
+                try await app.postsAtOnePin(author: author, latitude: latitude, longitude: longitude, count: count, newest: newest, step: step)
+            }
+            try await app.db.query("VACUUM ANALYZE posts")
+            var filter = FeedFilter()
+            filter.near = area
+            filter.viewerID = try #require(UUID(uuidString: viewer.id))
+            let read = try await app.postsReadOnGenericPlan(filter, limit: 5, after: nil)
+            #expect(read > RegionFeedSQL.scanCap && read <= RegionFeedSQL.scanCap + 100, "\(read) posts read")
+            let expected = try await app.feedIDsByBruteForce(origin: origin, radiusKm: 140, kind: nil)
+            #expect(expected.count == 7)
+            #expect(try await app.feedIDs("/v1/posts?latitude=51.5&longitude=-2.2&radius_km=140", token: viewer.token, limit: 3) == expected)
+        }
+    }
+}
