@@ -149,7 +149,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let throttles = ThrottleStore(client: client, logger: logger, clock: config.clock)
     let users = AccountsStore(client: client, logger: logger)
     let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
-    let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
+    let templates = config.mailTemplates
     let accountMail = AccountMail(
         client: client, users: users, sessions: sessions, verifications: VerificationStore(client: client, logger: logger, clock: config.clock),
         outbox: outbox, templates: templates, throttles: throttles, hasher: hasher, logger: logger)
@@ -173,8 +173,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
     let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
     let copies = CopiesService(client: client, logger: logger)
-    let trades = TradesService(client: client, outbox: outbox, templates: templates, policy: config.trades, clock: config.clock,
-                               logger: logger)
+    let trades = config.tradesService(client: client, logger: logger)
     AccountsRoutes(service: accounts, profileFacts: { user in
         async let available = copies.availableCount(ownerID: user)
         let record = try await trades.summary(of: user)
@@ -228,9 +227,8 @@ func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, conf
 /// `--no-worker`; so does `worker`.
 func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunner {
     let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
-    let templates = MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL)
-    let trades = TradesService(client: client, outbox: outbox, templates: templates,
-                               policy: config.trades, clock: config.clock, logger: logger)
+    let templates = config.mailTemplates
+    let trades = config.tradesService(client: client, logger: logger)
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
     let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)

@@ -3,6 +3,7 @@ import BookwormCore
 import Discovery
 import Exchange
 import Foundation
+import Logging
 import Mail
 import Portability
 
@@ -164,4 +165,14 @@ package struct Config: Sendable {
 /// How the server writes its log lines.
 package enum LogFormat: String, Sendable {
     case text, json
+}
+
+extension Config {
+    var mailTemplates: MailTemplates { MailTemplates(from: mail.from, publicBaseURL: mail.publicBaseURL) }
+
+    /// The trades' use cases, as the routes, the job runner and the moderation commands each build them.
+    func tradesService(client: Database, logger: Logger) -> TradesService {
+        TradesService(client: client, outbox: OutboxStore(client: client, logger: logger, clock: clock), templates: mailTemplates,
+                      policy: trades, clock: clock, logger: logger)
+    }
 }

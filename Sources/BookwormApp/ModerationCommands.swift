@@ -22,9 +22,7 @@ package func runModerationCommand(_ action: ModerationAction, actor: AdminActor,
     try await withCommandDatabase(config: config, logger: logger) { client in
         let database = Database.forAdministration(client)
         try await requireCurrentSchema(client: client, logger: logger)
-        let trades = TradesService(client: database, outbox: OutboxStore(client: database, logger: logger, clock: config.clock),
-                                   templates: MailTemplates(from: config.mail.from, publicBaseURL: config.mail.publicBaseURL),
-                                   policy: config.trades, clock: config.clock, logger: logger)
+        let trades = config.tradesService(client: database, logger: logger)
         let admin = ModerationAdmin(client: database, users: AccountsStore(client: database, logger: logger),
                                     sessions: SessionStore(client: database, policy: config.sessions, logger: logger, clock: config.clock),
                                     trades: trades, actor: actor, clock: config.clock, logger: logger)
