@@ -14,10 +14,6 @@ enum RegionFeedSQL {
     /// posts inside the circle at one in twenty-five of its own finishes by itself.
     static let scanCap = 500
 
-    /// Half the diagonal of a 0.1° cell, at most 7.87 km (at the equator), with slack: a cell
-    /// whose centre is farther than the radius plus this from the origin has no point inside.
-    static let cellReachKm = 7.9
-
     static func text(_ shape: FeedGridShape) -> String {
         """
         WITH inner_scan AS MATERIALIZED (
@@ -33,13 +29,21 @@ enum RegionFeedSQL {
         ), capped AS (
             SELECT region, created_at, id FROM inner_scan WHERE capped
             UNION ALL SELECT region, created_at, id FROM edge_scan WHERE capped
-        ), capped_cells AS (
+        ), candidate_cells AS (
             -- A region's cells are rows and columns 10 × its own, and one either side: a point on
             -- the region's border can fall in the next cell by the division's rounding.
-            SELECT capped.*, (capped.region / 100000 * 10 + i) * 100000 + capped.region % 100000 * 10 + j AS cell
+            SELECT capped.*, (capped.region / 100000 * 10 + i) * 100000 + capped.region % 100000 * 10 + j AS cell,
+                   ((capped.region / 100000 * 10 + i)::float8 + 0.5) * 0.1 - 90 AS centre_latitude,
+                   ((capped.region % 100000 * 10 + j)::float8 + 0.5) * 0.1 - 180 AS centre_longitude
             FROM capped CROSS JOIN generate_series(-1, 10) AS i CROSS JOIN generate_series(-1, 10) AS j
-            WHERE bookworm_distance_km($8, $9, ((capped.region / 100000 * 10 + i)::float8 + 0.5) * 0.1 - 90,
-                                       ((capped.region % 100000 * 10 + j)::float8 + 0.5) * 0.1 - 180) <= $10 + \(cellReachKm)
+        ), capped_cells AS (
+            -- A cell can hold a point inside only if its centre is within the radius plus the
+            -- farthest any of its points is from the centre: a corner on its side nearer the
+            -- equator, where the cell is widest (a centimetre of slack for the rounding).
+            SELECT * FROM candidate_cells
+            WHERE bookworm_distance_km($8, $9, centre_latitude, centre_longitude)
+                  <= $10 + 0.00001 + bookworm_distance_km(centre_latitude, centre_longitude,
+                                                          centre_latitude - 0.05 * sign(centre_latitude), centre_longitude + 0.05)
         ), cell_hits AS (
             SELECT hit.*
             FROM capped_cells cc CROSS JOIN LATERAL (

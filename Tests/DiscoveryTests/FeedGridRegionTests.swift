@@ -14,15 +14,24 @@ import Testing
             let author = try #require(UUID(uuidString: try await app.register().id))
             let viewer = try await app.register()
             let origin = GeoPoint(latitude: 51.5, longitude: -3.0)
-            let area = NearbyArea(origin: origin, radiusKm: 150)
+            // Just wide enough for a point in the corner of its cell nearest the origin: the
+            // cells read past the cap must include a cell whose centre is outside the radius.
+            let corner = GeoPoint(latitude: 51.49999, longitude: -0.89999)
+            let radius = Geo.distanceKm(origin, corner) + 0.01
+            let area = NearbyArea(origin: origin, radiusKm: radius)
             let covering = try #require(FeedGrid.covering(area))
             let cityRegion = FeedGrid.cell(latitude: 51.5, longitude: -0.5, step: 1.0)
             #expect(covering.level.column == "region" && covering.edge.contains(cityRegion))
-            #expect(Geo.distanceKm(origin, GeoPoint(latitude: 51.5, longitude: -0.5)) > 150)
-            // (longitude, posts, first post's seconds after noon, seconds between posts): the
-            // city 173 km away, three older posts 142 km away in its region, four at the origin.
-            for (longitude, count, newest, step) in [(-0.5, 3000, 1000.0, 0.1), (-0.95, 3, -10.0, 50.0), (-3.0, 4, -5.0, 1.0)] {
-                try await app.postsAtOnePin(author: author, latitude: 51.5, longitude: longitude, count: count, newest: newest, step: step)
+            #expect(Geo.distanceKm(origin, GeoPoint(latitude: 51.5, longitude: -0.5)) > radius)
+            #expect(Geo.distanceKm(origin, GeoPoint(latitude: 51.45, longitude: -0.85)) > radius)
+            // (latitude, longitude, posts, first post's seconds after noon, seconds between
+            // posts): the city 173 km away; in its region, two at the corner, older than the
+            // city, so the first page needs them, and three older still 142 km away; four at
+            // the origin.
+            for (latitude, longitude, count, newest, step) in [(51.5, -0.5, 3000, 1000.0, 0.1), (51.5, -0.95, 3, -10.0, 50.0),
+                                                                (corner.latitude, corner.longitude, 2, 500.0, 10.0),
+                                                                (51.5, -3.0, 4, -5.0, 1.0)] {
+                try await app.postsAtOnePin(author: author, latitude: latitude, longitude: longitude, count: count, newest: newest, step: step)
             }
             try await app.db.query("VACUUM ANALYZE posts")
             var filter = FeedFilter()
@@ -30,9 +39,9 @@ import Testing
             filter.viewerID = try #require(UUID(uuidString: viewer.id))
             let read = try await app.postsReadOnGenericPlan(filter, limit: 5, after: nil)
             #expect(read > RegionFeedSQL.scanCap && read <= RegionFeedSQL.scanCap + 100, "\(read) posts read")
-            let expected = try await app.feedIDsByBruteForce(origin: origin, radiusKm: 150, kind: nil)
-            #expect(expected.count == 7)
-            let base = "/v1/posts?latitude=51.5&longitude=-3.0&radius_km=150"
+            let expected = try await app.feedIDsByBruteForce(origin: origin, radiusKm: radius, kind: nil)
+            #expect(expected.count == 9)
+            let base = "/v1/posts?latitude=51.5&longitude=-3.0&radius_km=\(radius)"
             #expect(try await app.feedIDs(base, token: viewer.token, limit: 5) == expected)
             #expect(try await app.feedIDs(base, token: viewer.token, limit: 2) == expected)
         }
