@@ -223,8 +223,9 @@ enum GridNo: GridFlag { static var on: Bool { false } }
 
 func gridFlag(_ on: Bool) -> any GridFlag.Type { on ? GridYes.self : GridNo.self }
 
-/// `PostsStore.gridSQL` for one shape, prepared once per pooled connection. The parameter types
-/// are given because a shape's text leaves some of the filters' parameters unused.
+/// `PostsStore.gridText` for one shape (`gridSQL`, `RegionFeedSQL` or `pointsSQL`), prepared
+/// once per pooled connection. The parameter types are given because a shape's text leaves some
+/// of the filters' parameters unused.
 struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag, Points: GridFlag>: PreparedSQL {
     static var name: String { "bookworm_feed_grid_\(Regions.on)_\(Kind.on)_\(After.on)_\(Points.on)" }
     static var sql: String {
