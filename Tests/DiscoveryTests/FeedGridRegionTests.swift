@@ -11,7 +11,6 @@ import Testing
     /// the few posts inside still make the page and the city is not read to its end.
     @Test func aRegionClippedBesideADenseCityIsReadOnByTheCellsTheCircleReaches() async throws {
         try await withApp { app in
-            let author = try #require(UUID(uuidString: try await app.register().id))
             let viewer = try await app.register()
             let origin = GeoPoint(latitude: 51.5, longitude: -3.0)
             // Just wide enough for a point in the corner of its cell nearest the origin: the
@@ -28,16 +27,9 @@ import Testing
             // posts): the city 173 km away; in its region, two at the corner, older than the
             // city, so the first page needs them, and three older still 142 km away; four at
             // the origin.
-            for (latitude, longitude, count, newest, step) in [(51.5, -0.5, 3000, 1000.0, 0.1), (51.5, -0.95, 3, -10.0, 50.0),
-                                                                (corner.latitude, corner.longitude, 2, 500.0, 10.0),
-                                                                (51.5, -3.0, 4, -5.0, 1.0)] {
-                try await app.postsAtOnePin(author: author, latitude: latitude, longitude: longitude, count: count, newest: newest, step: step)
-            }
-            try await app.db.query("VACUUM ANALYZE posts")
-            var filter = FeedFilter()
-            filter.near = area
-            filter.viewerID = try #require(UUID(uuidString: viewer.id))
-            let read = try await app.postsReadOnGenericPlan(filter, limit: 5, after: nil)
+            let read = try await seedAndCountRead(app, [(51.5, -0.5, 3000, 1000.0, 0.1), (51.5, -0.95, 3, -10.0, 50.0),
+                                                        (corner.latitude, corner.longitude, 2, 500.0, 10.0), (51.5, -3.0, 4, -5.0, 1.0)],
+                                                  area: area, viewer: viewer)
             #expect(read > RegionFeedSQL.scanCap && read <= RegionFeedSQL.scanCap + 100, "\(read) posts read")
             let expected = try await app.feedIDsByBruteForce(origin: origin, radiusKm: radius, kind: nil)
             #expect(expected.count == 9)
@@ -51,26 +43,33 @@ import Testing
     /// had a page inside, which was to the city's end. Now the same cap, then its cells.
     @Test func anInnerRegionWithItsCityOutsideTheCircleIsNotReadThroughTheCity() async throws {
         try await withApp { app in
-            let author = try #require(UUID(uuidString: try await app.register().id))
             let viewer = try await app.register()
             let origin = GeoPoint(latitude: 51.5, longitude: -2.2)
             let area = NearbyArea(origin: origin, radiusKm: 140)
             let covering = try #require(FeedGrid.covering(area))
             #expect(covering.level.column == "region" && covering.inner.contains(FeedGrid.cell(latitude: 51.5, longitude: -0.5, step: 1.0)))
             #expect(Geo.distanceKm(origin, GeoPoint(latitude: 51.95, longitude: -0.05)) > 140)
-            for (latitude, longitude, count, newest, step) in [(51.95, -0.05, 3000, 1000.0, 0.1), (51.5, -0.5, 3, -10.0, 50.0),
-                                                                (51.5, -2.2, 4, -5.0, 1.0)] {
-                try await app.postsAtOnePin(author: author, latitude: latitude, longitude: longitude, count: count, newest: newest, step: step)
-            }
-            try await app.db.query("VACUUM ANALYZE posts")
-            var filter = FeedFilter()
-            filter.near = area
-            filter.viewerID = try #require(UUID(uuidString: viewer.id))
-            let read = try await app.postsReadOnGenericPlan(filter, limit: 5, after: nil)
+            let read = try await seedAndCountRead(app, [(51.95, -0.05, 3000, 1000.0, 0.1), (51.5, -0.5, 3, -10.0, 50.0),
+                                                        (51.5, -2.2, 4, -5.0, 1.0)], area: area, viewer: viewer)
             #expect(read > RegionFeedSQL.scanCap && read <= RegionFeedSQL.scanCap + 100, "\(read) posts read")
             let expected = try await app.feedIDsByBruteForce(origin: origin, radiusKm: 140, kind: nil)
             #expect(expected.count == 7)
             #expect(try await app.feedIDs("/v1/posts?latitude=51.5&longitude=-2.2&radius_km=140", token: viewer.token, limit: 3) == expected)
         }
+    }
+
+    /// Seeds each (latitude, longitude, posts, first post's seconds after noon, seconds between
+    /// posts) pin, then counts the posts a first page of 5 reads on its generic plan.
+    private func seedAndCountRead(_ app: TestApp, _ pins: [(Double, Double, Int, Double, Double)], area: NearbyArea,
+                                  viewer: TestApp.Account) async throws -> Int {
+        let author = try #require(UUID(uuidString: try await app.register().id))
+        for (latitude, longitude, count, newest, step) in pins {
+            try await app.postsAtOnePin(author: author, latitude: latitude, longitude: longitude, count: count, newest: newest, step: step)
+        }
+        try await app.db.query("VACUUM ANALYZE posts")
+        var filter = FeedFilter()
+        filter.near = area
+        filter.viewerID = try #require(UUID(uuidString: viewer.id))
+        return try await app.postsReadOnGenericPlan(filter, limit: 5, after: nil)
     }
 }
