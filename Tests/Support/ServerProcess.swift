@@ -21,16 +21,18 @@ final class ServerProcess: @unchecked Sendable {
     let port: Int
     let logPath: String
 
-    /// Starts `bookworm serve --no-worker --migrate` on `databaseURL` and waits until it answers.
-    init(databaseURL: String, port: Int? = nil, environment extra: [String: String] = [:]) async throws {
+    /// Starts `bookworm serve --no-worker --migrate` on `databaseURL` (nil: the embedded cluster
+    /// of its `BOOKWORM_DATA_DIR`) and waits until it answers.
+    init(databaseURL: String?, port: Int? = nil, environment extra: [String: String] = [:]) async throws {
         var environment = [
             // A small pool: a dozen of these run beside the in-process tests, and at the default
             // of 20 each they made most of the test cluster's load and connections.
-            "DATABASE_URL": databaseURL, "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "6",
+            "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "6",
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
             "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
         ]
+        environment["DATABASE_URL"] = databaseURL
         environment.merge(extra) { $1 }
         (pid, self.port, logPath) = try await Self.launch(port: port, environment: environment)
     }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -19,7 +22,8 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
     /// Extra `postgres` command-line settings for this start (pg_ctl `-o`), e.g. a preloaded library.
     let serverOptions: String?
     private let lock = NSLock()
-    private var startedByUs = false
+    /// This process's descriptor on `usersLockPath` while it uses the cluster.
+    private var usersDescriptor: Int32?
 
     static let superuser = "bookworm"
 
@@ -32,44 +36,83 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
     }
 
     var socketPath: String { clusterDirectory + "/.s.PGSQL.5432" }
+    var dataFolder: String { (clusterDirectory as NSString).deletingLastPathComponent }
+    /// Locked shared by every process using the cluster, exclusively by one stopping it.
+    var usersLockPath: String { dataFolder + "/postgres.users.lock" }
+    /// Locked by the one process creating or starting the cluster.
+    var startLockPath: String { dataFolder + "/postgres.start.lock" }
+    /// Present while a Bookworm process's start of the cluster has not been undone by a stop.
+    var startedMarkerPath: String { dataFolder + "/postgres.started-by-bookworm" }
 
     package func settings(database: String) -> DatabaseSettings {
         DatabaseSettings(endpoint: .socket(path: socketPath), username: Self.superuser, password: nil, database: database)
     }
 
     /// Creates the cluster on first use, starts it unless it is already running, and makes
-    /// sure `database` exists. Returns how to connect to it.
+    /// sure `database` exists. Returns how to connect to it. Several processes may share the
+    /// cluster (`make run` beside a worker or an admin command): each holds a shared lock on
+    /// `usersLockPath` while it uses it, which a process stopping the cluster holds alone
+    /// (`stop`), so a process starting waits out one that is stopping the cluster rather than
+    /// reusing a cluster about to go. Creating and starting it are one process at a time
+    /// (`startLockPath`).
     package func start(database: String) async throws -> DatabaseSettings {
         guard socketPath.utf8.count < 104 else {
             throw Failure(description: "the data folder path is too long for a Unix socket: \(clusterDirectory); set BOOKWORM_DATA_DIR to a shorter path")
         }
         let bin = try Self.binaryDirectory()
-        if !FileManager.default.fileExists(atPath: clusterDirectory + "/PG_VERSION") {
-            try initialise(bin: bin)
-        }
-        if try run(bin + "/pg_ctl", ["-D", clusterDirectory, "status"], allowFailure: true) != 0 {
-            logger.info("starting embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
-            let options = serverOptions.map { ["-o", $0] } ?? []
-            let started = try runCapturing(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
-                                                             "-w", "-t", "120"] + options + ["start"])
-            guard started.status == 0 else {
-                let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
-                throw Failure(description: "PostgreSQL did not start: \(started.output.suffix(1000)) \(log.suffix(2000))")
-            }
-            lock.withLock { startedByUs = true }
-        } else {
-            logger.info("reusing running embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
-        }
+        try prepareDataFolder()
+        try Self.lock(try usersLock(), LOCK_SH, path: usersLockPath)
+        let starting = try Self.openLockFile(startLockPath)
+        defer { close(starting) }
+        try Self.lock(starting, LOCK_EX, path: startLockPath)
+        try startIfStopped(bin: bin)
         try await createDatabaseIfMissing(database)
         return settings(database: database)
     }
 
-    /// Stops the cluster if this process started it.
+    private func startIfStopped(bin: String) throws {
+        if !FileManager.default.fileExists(atPath: clusterDirectory + "/PG_VERSION") {
+            try initialise(bin: bin)
+        }
+        guard try !isRunning(bin: bin) else {
+            logger.info("reusing running embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
+            return
+        }
+        logger.info("starting embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
+        let options = serverOptions.map { ["-o", $0] } ?? []
+        let started = try runCapturing(bin + "/pg_ctl", ["-D", clusterDirectory, "-l", clusterDirectory + "/server.log",
+                                                         "-w", "-t", "120"] + options + ["start"])
+        guard started.status == 0 else {
+            let log = (try? String(contentsOfFile: clusterDirectory + "/server.log", encoding: .utf8)) ?? ""
+            throw Failure(description: "PostgreSQL did not start: \(started.output.suffix(1000)) \(log.suffix(2000))")
+        }
+        if !FileManager.default.createFile(atPath: startedMarkerPath, contents: Data()) {
+            logger.warning("cannot mark the embedded cluster as started by Bookworm: no process will stop it",
+                           metadata: ["path": .string(startedMarkerPath)])
+        }
+    }
+
+    private func isRunning(bin: String) throws -> Bool {
+        try run(bin + "/pg_ctl", ["-D", clusterDirectory, "status"], allowFailure: true) == 0
+    }
+
+    /// Leaves the cluster's users. The last one out stops the cluster if a Bookworm process
+    /// started it (`startedMarkerPath`); one an operator started is left running, as is one
+    /// another process still uses (it stops it when it leaves).
     package func stop() {
-        guard lock.withLock({ startedByUs }), let bin = try? Self.binaryDirectory() else { return }
+        guard let users = lock.withLock({ () -> Int32? in
+            defer { usersDescriptor = nil }
+            return usersDescriptor
+        }) else { return }
+        defer { close(users) }
+        guard FileManager.default.fileExists(atPath: startedMarkerPath), let bin = try? Self.binaryDirectory() else { return }
+        guard flock(users, LOCK_EX | LOCK_NB) == 0 else {
+            logger.info("leaving embedded PostgreSQL running for the other processes using it", metadata: ["path": .string(clusterDirectory)])
+            return
+        }
         logger.info("stopping embedded PostgreSQL", metadata: ["path": .string(clusterDirectory)])
         _ = try? run(bin + "/pg_ctl", ["-D", clusterDirectory, "-m", "fast", "-w", "stop"], allowFailure: true)
-        lock.withLock { startedByUs = false }
+        try? FileManager.default.removeItem(atPath: startedMarkerPath)
     }
 
     package func run() async throws {
@@ -77,14 +120,39 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
         stop()
     }
 
+    /// The data folder will also hold mail: nobody else may list it, but when we are root the
+    /// postgres user must be able to pass through it to its cluster.
+    private func prepareDataFolder() throws {
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: dataFolder, withIntermediateDirectories: true,
+                                    attributes: [.posixPermissions: Self.isRoot ? 0o711 : 0o700])
+        try manager.setAttributes([.posixPermissions: Self.isRoot ? 0o711 : 0o700], ofItemAtPath: dataFolder)
+    }
+
+    /// This process's descriptor on `usersLockPath`, opened once.
+    private func usersLock() throws -> Int32 {
+        if let open = lock.withLock({ usersDescriptor }) { return open }
+        let descriptor = try Self.openLockFile(usersLockPath)
+        lock.withLock { usersDescriptor = descriptor }
+        return descriptor
+    }
+
+    /// Close-on-exec, so that no child (pg_ctl, and the postmaster it starts) inherits the lock.
+    private static func openLockFile(_ path: String) throws -> Int32 {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Failure(description: "cannot open \(path): errno \(errno)") }
+        return descriptor
+    }
+
+    /// Waits for the lock.
+    private static func lock(_ descriptor: Int32, _ operation: Int32, path: String) throws {
+        while flock(descriptor, operation) != 0 {
+            guard errno == EINTR else { throw Failure(description: "cannot lock \(path): errno \(errno)") }
+        }
+    }
+
     private func initialise(bin: String) throws {
         let manager = FileManager.default
-        // The data folder will also hold mail: nobody else may list it, but when we are root the
-        // postgres user must be able to pass through it to its cluster.
-        let parent = (clusterDirectory as NSString).deletingLastPathComponent
-        try manager.createDirectory(atPath: parent, withIntermediateDirectories: true,
-                                    attributes: [.posixPermissions: Self.isRoot ? 0o711 : 0o700])
-        try manager.setAttributes([.posixPermissions: Self.isRoot ? 0o711 : 0o700], ofItemAtPath: parent)
         try manager.createDirectory(atPath: clusterDirectory, withIntermediateDirectories: false,
                                     attributes: [.posixPermissions: 0o700])
         if Self.isRoot {
