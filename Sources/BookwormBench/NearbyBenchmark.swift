@@ -48,16 +48,17 @@ struct NearbyBenchmark {
              try await SparseNearby.measure(client: client, origins: Array(origins.prefix(200)), radiusKm: radiusKm, limit: limit, caller: viewer))
         }
 
-        let throughput = try measureThroughput(tools, database: database, at: Array(origins.prefix(16)))
-        try report(timings, throughput: throughput, sparse: sparse)
+        let (throughput, split) = try measureThroughput(tools, server: server, database: database, at: Array(origins.prefix(16)))
+        try report(timings, throughput: throughput, split: split, sparse: sparse)
     }
 
     /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement, over the
     /// same 16 query points (each request or transaction takes one), both ways pgbench can:
     /// prepared once per connection (as the server runs it) and the default simple protocol
     /// (parsed and planned every time), in alternating rounds (`PairedThroughput`).
-    private func measureThroughput(_ tools: LoadTools, database: BenchDatabase,
-                                   at origins: [(latitude: Double, longitude: Double)]) throws -> PairedThroughput {
+    /// Then the same on split CPUs (`PairedThroughput.measureSplit`).
+    private func measureThroughput(_ tools: LoadTools, server: ServerUnderTest, database: BenchDatabase,
+                                   at origins: [(latitude: Double, longitude: Double)]) throws -> (PairedThroughput, SplitThroughput?) {
         let token = try BenchAccount.token(curl: tools.curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -71,8 +72,10 @@ struct NearbyBenchmark {
             try (sql + ";\n").write(toFile: scripts[index], atomically: true, encoding: .utf8)
         }
         let lua = try BenchAccount.pathsScript(token: token, paths: paths)
-        return try PairedThroughput.measure(tools, database: database, target: ["-s", lua, "http://127.0.0.1:\(port)"], scripts: scripts,
-                                            clients: clients, seconds: seconds)
+        let target = ["-s", lua, "http://127.0.0.1:\(port)"]
+        return (try PairedThroughput.measure(tools, database: database, target: target, scripts: scripts, clients: clients, seconds: seconds),
+                try PairedThroughput.measureSplit(tools, server: server, database: database, target: target, scripts: scripts,
+                                                  clients: clients, seconds: seconds))
     }
 
     struct Timings {
@@ -191,7 +194,7 @@ struct NearbyBenchmark {
         }
     }
 
-    private func report(_ timings: Timings, throughput: PairedThroughput, sparse: SparseNearby) throws {
+    private func report(_ timings: Timings, throughput: PairedThroughput, split: SplitThroughput?, sparse: SparseNearby) throws {
         let server = Percentiles(timings.project), project = Percentiles(timings.projectSQL), postGIS = Percentiles(timings.postGIS)
         let cube = Percentiles(timings.cubeFloor), gisFloor = Percentiles(timings.postGISFloor), full = Percentiles(timings.fullScan)
         let ratio50 = project.p50 / max(postGIS.p50, 0.0001), ratio99 = project.p99 / max(postGIS.p99, 0.0001)
@@ -233,7 +236,7 @@ struct NearbyBenchmark {
             ["same HTTP figure", String(format: "%.0f req/s", http), String(format: "%.0f tx/s pgbench default (simple)", simple),
              String(format: "%.2f x", http / max(simple, 0.001)), "-"],
             TailLatency.row("    p99 at \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ]).render())
+        ] + (split.map { [$0.tableRow] } ?? [])).render())
         throughput.printRounds("nearby copies")
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
         if !timings.ownersMismatches.isEmpty { print("owners differ at: \(timings.ownersMismatches.prefix(10).joined(separator: ", "))") }
@@ -261,7 +264,7 @@ struct NearbyBenchmark {
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
                       ratio: throughput.ratio, goal: ">= 0.8 x", met: throughput.ratio >= 0.8),
             TailLatency.result("HTTP nearby p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ] + sparse.rows)
+        ] + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows)
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

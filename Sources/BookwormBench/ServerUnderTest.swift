@@ -111,6 +111,15 @@ final class ServerUnderTest {
     /// psql and pgbench against the embedded cluster.
     func database(psql: String) -> BenchDatabase { BenchDatabase(psql: psql, socketDirectory: dataDirectory + "/postgres") }
 
+    /// The embedded cluster's postmaster (the first line of its `postmaster.pid`).
+    func postmasterPID() throws -> Int32 {
+        let text = try String(contentsOfFile: dataDirectory + "/postgres/postmaster.pid", encoding: .utf8)
+        guard let pid = text.split(separator: "\n").first.flatMap({ Int32($0) }) else {
+            throw Shell.Failure(description: "no postmaster.pid in \(dataDirectory)/postgres")
+        }
+        return pid
+    }
+
     /// VmHWM: the most resident memory the process ever had.
     func peakRSSMiB() -> Double {
         guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),

@@ -1,0 +1,56 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// PostgreSQL on the first half of the machine's CPUs; the server under test, this benchmark
+/// and the load tools it starts on the other half. On a shared machine the HTTP side runs the
+/// server and wrk on the very cores PostgreSQL needs, where pgbench's side leaves them to
+/// PostgreSQL, so the shared-core ratio measures how much CPU the server takes from the
+/// database as much as how fast it is. Split, each side's PostgreSQL has the same CPUs, and the
+/// ratio says whether the HTTP layer keeps up with the database it waits on: where a
+/// deployment's API processes run beside the database, not on its cores.
+struct CoreSplit {
+    let all: String
+    let database: String
+    let others: String
+
+    /// Nil with fewer than two CPUs or without `taskset` (util-linux).
+    static func ofThisMachine() -> CoreSplit? {
+        let count = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        guard count >= 2, Shell.which("taskset") != nil else { return nil }
+        let half = count / 2
+        return CoreSplit(all: "0-\(count - 1)", database: half == 1 ? "0" : "0-\(half - 1)",
+                         others: half == count - 1 ? "\(half)" : "\(half)-\(count - 1)")
+    }
+
+    var description: String { "PostgreSQL on CPU \(database), the server and load tools on CPU \(others)" }
+
+    /// Runs `body` split, and puts every process back on all CPUs after it, whatever it throws.
+    func whileSplit<T>(postmaster: Int32, server: Int32, _ body: () throws -> T) throws -> T {
+        try assign(postmaster: postmaster, server: server, database: database, others: others)
+        defer { try? assign(postmaster: postmaster, server: server, database: all, others: all) }
+        return try body()
+    }
+
+    /// The postmaster and its children (backends forked later inherit the postmaster's CPUs),
+    /// then the server's threads and this process's (whose children, wrk and pgbench, inherit them).
+    private func assign(postmaster: Int32, server: Int32, database: String, others: String) throws {
+        guard let taskset = Shell.which("taskset") else { return }
+        for pid in [postmaster] + Self.children(of: postmaster) {
+            _ = try? Shell.run(taskset, ["-a", "-p", "-c", database, "\(pid)"])  // a backend may exit meanwhile
+        }
+        for pid in [server, getpid()] { try Shell.run(taskset, ["-a", "-p", "-c", others, "\(pid)"]) }
+    }
+
+    private static func children(of parent: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> Int32? in
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            // After the name: state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == parent ? pid : nil
+        }
+    }
+}
