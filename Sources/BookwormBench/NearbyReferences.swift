@@ -113,18 +113,32 @@ enum NearbyReferences {
         return sql
     }
 
-    /// Prepares `sql` (no parameters), runs it once to plan and warm it, then times one more
-    /// run: execution only, as pgbench `-M prepared` measures a script run many times.
+    /// Timed runs per point and side, of which the median is kept. One run each let the
+    /// machine's stalls decide the p99: a few points a run took 6 ms on one side and 0.5–0.7 on
+    /// the other (a different handful each run, on either side), and the p99 ratio moved between
+    /// 0.83 and 1.30 across runs of one build.
+    static let runsPerPoint = 3
+
+    /// The median of `runsPerPoint` runs of `body`, in milliseconds.
+    static func median(_ body: () async throws -> Void) async throws -> Double {
+        var times: [Double] = []
+        for _ in 0..<runsPerPoint { times.append(try await ContinuousClock().measure { try await body() }.milliseconds) }
+        return times.sorted()[times.count / 2]
+    }
+
+    /// Prepares `sql` (no parameters), runs it once to plan and warm it, then times it
+    /// (`median`): execution only, as pgbench `-M prepared` measures a script run many times.
     static func timePrepared(_ sql: String, on connection: PostgresConnection) async throws -> (Double, [PostgresRow]) {
         try await connection.query(PostgresQuery(unsafeSQL: "PREPARE bench_reference AS " + sql), logger: connection.logger)
         for try await _ in try await connection.query(PostgresQuery(unsafeSQL: "EXECUTE bench_reference"), logger: connection.logger) {}
         var rows: [PostgresRow] = []
-        let elapsed = try await ContinuousClock().measure {
+        let elapsed = try await median {
+            rows = []
             let sequence = try await connection.query(PostgresQuery(unsafeSQL: "EXECUTE bench_reference"), logger: connection.logger)
             for try await row in sequence { rows.append(row) }
         }
         try await connection.query(PostgresQuery(unsafeSQL: "DEALLOCATE bench_reference"), logger: connection.logger)
-        return (elapsed.milliseconds, rows)
+        return (elapsed, rows)
     }
 
     /// The floor: the 50 nearest pins and nothing else, by the project's cube index.
@@ -178,8 +192,9 @@ enum NearbyReferences {
         var rounds = 0
         // As the server runs it (`Database.executeOnGenericPlan`), set outside the timing.
         try await connection.query("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)", logger: connection.logger)
-        let elapsed = try await ContinuousClock().measure {
+        let elapsed = try await median {
             var pinLimit = firstRound
+            rounds = 0
             while true {
                 let values = NearbyStore.copiesStatement(query, after: nil, limit: limit, pinLimit: pinLimit).values
                 var more = false
@@ -196,17 +211,18 @@ enum NearbyReferences {
             }
         }
         try await connection.query("RESET plan_cache_mode", logger: connection.logger)
-        return (elapsed.milliseconds, keys, rounds)
+        return (elapsed, keys, rounds)
     }
 
-    /// One prepared execution on `connection`: (milliseconds, rows).
+    /// A prepared statement on `connection`, timed (`median`): (milliseconds, rows).
     static func time<Statement: PreparedSQL>(_ statement: Statement, on connection: PostgresConnection) async throws
         -> (Double, [PostgresRow])
     {
         var rows: [PostgresRow] = []
-        let elapsed = try await ContinuousClock().measure {
+        let elapsed = try await median {
+            rows = []
             for try await row in try await connection.execute(statement, logger: connection.logger) { rows.append(row) }
         }
-        return (elapsed.milliseconds, rows)
+        return (elapsed, rows)
     }
 }
