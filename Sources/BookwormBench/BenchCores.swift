@@ -27,20 +27,28 @@ struct CoreSplit {
     var description: String { "PostgreSQL on CPU \(database), the server and load tools on CPU \(others)" }
 
     /// Runs `body` split, and puts every process back on all CPUs after it, whatever it throws.
-    func whileSplit<T>(postmaster: Int32, server: Int32, _ body: () throws -> T) throws -> T {
-        try assign(postmaster: postmaster, server: server, database: database, others: others)
-        defer { try? assign(postmaster: postmaster, server: server, database: all, others: all) }
+    /// Nil, after a line saying why, when the processes cannot be moved (`taskset` refused): the
+    /// shared figures stand without the split ones.
+    func whileSplit<T>(postmaster: Int32, server: Int32, _ body: () throws -> T) throws -> T? {
+        defer { _ = assign(postmaster: postmaster, server: server, database: all, others: all) }
+        guard assign(postmaster: postmaster, server: server, database: database, others: others) else {
+            print("split CPUs skipped: taskset could not move the server, PostgreSQL or this benchmark")
+            return nil
+        }
         return try body()
     }
 
     /// The postmaster and its children (backends forked later inherit the postmaster's CPUs),
-    /// then the server's threads and this process's (whose children, wrk and pgbench, inherit them).
-    private func assign(postmaster: Int32, server: Int32, database: String, others: String) throws {
-        guard let taskset = Shell.which("taskset") else { return }
-        for pid in [postmaster] + Self.children(of: postmaster) {
-            _ = try? Shell.run(taskset, ["-a", "-p", "-c", database, "\(pid)"])  // a backend may exit meanwhile
+    /// then the server's threads and this process's (whose children, wrk and pgbench, inherit
+    /// them). False when the postmaster, the server or this process could not be moved.
+    private func assign(postmaster: Int32, server: Int32, database: String, others: String) -> Bool {
+        guard let taskset = Shell.which("taskset") else { return false }
+        // A backend may exit meanwhile.
+        for pid in Self.children(of: postmaster) { _ = try? Shell.run(taskset, ["-a", "-p", "-c", database, "\(pid)"]) }
+        let moved = [(postmaster, database), (server, others), (getpid(), others)].map { pid, cpus in
+            (try? Shell.run(taskset, ["-a", "-p", "-c", cpus, "\(pid)"])) != nil
         }
-        for pid in [server, getpid()] { try Shell.run(taskset, ["-a", "-p", "-c", others, "\(pid)"]) }
+        return !moved.contains(false)
     }
 
     private static func children(of parent: Int32) -> [Int32] {

@@ -54,7 +54,7 @@ struct PairedThroughput {
                              scripts: [String], clients: Int, seconds: Int) throws -> SplitThroughput? {
         guard let split = CoreSplit.ofThisMachine() else { return nil }
         let slice = max(seconds / 3, 2)
-        return try split.whileSplit(postmaster: try server.postmasterPID(), server: server.process.processIdentifier) {
+        return try split.whileSplit(postmaster: try server.postmasterPID(), server: server.process.processIdentifier) { () -> SplitThroughput in
             let counts = [2, 4, 8, 16].filter { $0 <= clients }
             let probes = try counts.map { try database.pgbench(tools.pgbench, scripts: scripts, clients: $0, seconds: 2, mode: "prepared") }
             let best = zip(counts, probes).max { $0.1 < $1.1 }?.0 ?? clients
