@@ -75,10 +75,22 @@ deploy-check: deploy-deps
 	$(SWIFT) build --product bookworm
 	Deploy/check.sh "$(DEPLOY_VENV)" "$$($(SWIFT) build --show-bin-path)/bookworm"
 
+# A whole test run takes 1.5-3 minutes. Twice so far (both 2026-11-25) every test still
+# running has waited forever on an await that never resumed, every thread idle (see README,
+# Tests): such a run is stopped after TEST_TIMEOUT seconds and run once more. A failing test
+# is never run again.
+TEST_TIMEOUT ?= 900
+
 test: deps conformance-deps browser-deps deploy-check
 	@mkdir -p "$(TEST_DATA_DIR)"
-	@status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
-		BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" $(SWIFT) test || status=$$?; \
+	$(SWIFT) build --build-tests
+	@status=0; for attempt in 1 2; do \
+		status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
+			BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" timeout $(TEST_TIMEOUT) $(SWIFT) test --skip-build || status=$$?; \
+		[ $$status -eq 124 ] || break; \
+		echo "make test: the test run hung for $(TEST_TIMEOUT) s (attempt $$attempt)"; \
+		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \
+	done; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status
 
 # The tests leave their cluster running for the next test process of the same run; stop it.
