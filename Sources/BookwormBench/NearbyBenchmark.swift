@@ -124,7 +124,7 @@ struct NearbyBenchmark {
                 // Run once to warm as the reference is (its first execution plans and warms it).
                 let query = NearbyQuery(origin: GeoPoint(latitude: origin.latitude, longitude: origin.longitude), radiusKm: radiusKm,
                                         callerID: viewer)
-                _ = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
+                _ = try await NearbyReferences.timeProject(query, limit: limit, runs: 1, on: connection)
                 let (projectElapsed, _, rounds) = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
                 timings.projectSQL.append(projectElapsed)
                 timings.byPoint.append((projectElapsed, elapsed, String(format: "(%.4f, %.4f)", origin.latitude, origin.longitude)))
@@ -161,7 +161,7 @@ struct NearbyBenchmark {
                                                               radiusKm: radiusKm, limit: limit, caller: viewer)
         let (elapsed, rows) = try await NearbyReferences.timePrepared(reference, on: connection)
         timings.ownersPostGIS.append(elapsed)
-        _ = try await NearbyReferences.timeProjectOwners(query, limit: limit, on: connection)
+        _ = try await NearbyReferences.timeProjectOwners(query, limit: limit, runs: 1, on: connection)
         let (projectElapsed, ours, rounds) = try await NearbyReferences.timeProjectOwners(query, limit: limit, on: connection)
         timings.ownersProject.append(projectElapsed)
         if rounds > 1 { timings.ownersMoreRounds += 1 }

@@ -119,10 +119,10 @@ enum NearbyReferences {
     /// 0.83 and 1.30 across runs of one build.
     static let runsPerPoint = 3
 
-    /// The median of `runsPerPoint` runs of `body`, in milliseconds.
-    static func median(_ body: () async throws -> Void) async throws -> Double {
+    /// The median of `runs` runs of `body`, in milliseconds.
+    static func median(runs: Int = runsPerPoint, _ body: () async throws -> Void) async throws -> Double {
         var times: [Double] = []
-        for _ in 0..<runsPerPoint { times.append(try await ContinuousClock().measure { try await body() }.milliseconds) }
+        for _ in 0..<runs { times.append(try await ContinuousClock().measure { try await body() }.milliseconds) }
         return times.sorted()[times.count / 2]
     }
 
@@ -166,17 +166,21 @@ enum NearbyReferences {
     /// The project's statement timed as the references are (prepared, raw rows on one
     /// connection, nothing decoded past the keys), in the server's rounds (`NearbyStore.inRounds`)
     /// until the page is provably complete. Returns (milliseconds, copy ids, rounds).
-    static func timeProject(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws -> (Double, [UUID], Int) {
+    /// `runs: 1` warms it as the references are warmed, by one run.
+    static func timeProject(_ query: NearbyQuery, limit: Int, runs: Int = runsPerPoint, on connection: PostgresConnection) async throws
+        -> (Double, [UUID], Int)
+    {
         try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstPinLimit(limit: limit), statement: NearbyCopiesSQL.init,
-                             key: { try $0[5].decode(UUID.self) }, on: connection)
+                             key: { try $0[5].decode(UUID.self) }, runs: runs, on: connection)
     }
 
     /// The same for nearby owners: (milliseconds, owner ids with their matching copies, rounds).
-    static func timeProjectOwners(_ query: NearbyQuery, limit: Int, on connection: PostgresConnection) async throws
+    static func timeProjectOwners(_ query: NearbyQuery, limit: Int, runs: Int = runsPerPoint, on connection: PostgresConnection) async throws
         -> (Double, [OwnerKey], Int)
     {
         try await timeRounds(query, limit: limit, firstRound: NearbyStore.firstOwnersPinLimit(limit: limit), statement: NearbyOwnersSQL.init,
-                             key: { OwnerKey(id: try $0[3].decode(UUID.self), matching: try $0[6].decode(Int64.self)) }, on: connection)
+                             key: { OwnerKey(id: try $0[3].decode(UUID.self), matching: try $0[6].decode(Int64.self)) }, runs: runs,
+                             on: connection)
     }
 
     struct OwnerKey: Equatable {
@@ -186,13 +190,13 @@ enum NearbyReferences {
 
     private static func timeRounds<Statement: PreparedSQL, Key>(
         _ query: NearbyQuery, limit: Int, firstRound: Int, statement: ([SQLValue]) -> Statement, key: (PostgresRandomAccessRow) throws -> Key,
-        on connection: PostgresConnection) async throws -> (Double, [Key], Int)
+        runs: Int, on connection: PostgresConnection) async throws -> (Double, [Key], Int)
     {
         var keys: [Key] = []
         var rounds = 0
         // As the server runs it (`Database.executeOnGenericPlan`), set outside the timing.
         try await connection.query("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)", logger: connection.logger)
-        let elapsed = try await median {
+        let elapsed = try await median(runs: runs) {
             var pinLimit = firstRound
             rounds = 0
             while true {

@@ -26,7 +26,7 @@ struct SparseNearby {
                                                                 limit: limit, caller: caller)
                 let (elapsed, rows) = try await NearbyReferences.timePrepared(reference, on: connection)
                 let query = NearbyQuery(origin: moved, radiusKm: radiusKm, callerID: caller)
-                _ = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
+                _ = try await NearbyReferences.timeProject(query, limit: limit, runs: 1, on: connection)
                 let (projectElapsed, ids, _) = try await NearbyReferences.timeProject(query, limit: limit, on: connection)
                 sparse.postGIS.append(elapsed)
                 sparse.project.append(projectElapsed)

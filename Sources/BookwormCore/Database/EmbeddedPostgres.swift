@@ -61,10 +61,10 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
         }
         let bin = try Self.binaryDirectory()
         try prepareDataFolder()
-        try Self.lock(try usersLock(), LOCK_SH, path: usersLockPath)
+        try Self.waitForLock(try usersLock(), LOCK_SH, path: usersLockPath)
         let starting = try Self.openLockFile(startLockPath)
         defer { close(starting) }
-        try Self.lock(starting, LOCK_EX, path: startLockPath)
+        try Self.waitForLock(starting, LOCK_EX, path: startLockPath)
         try startIfStopped(bin: bin)
         try await createDatabaseIfMissing(database)
         return settings(database: database)
@@ -144,8 +144,8 @@ package final class EmbeddedPostgres: Service, @unchecked Sendable {
         return descriptor
     }
 
-    /// Waits for the lock.
-    private static func lock(_ descriptor: Int32, _ operation: Int32, path: String) throws {
+    /// `flock`, waiting for the lock (a signal does not end the wait).
+    private static func waitForLock(_ descriptor: Int32, _ operation: Int32, path: String) throws {
         while flock(descriptor, operation) != 0 {
             guard errno == EINTR else { throw Failure(description: "cannot lock \(path): errno \(errno)") }
         }
