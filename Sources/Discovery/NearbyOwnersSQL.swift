@@ -36,7 +36,8 @@ extension NearbyStore {
                         UNION ALL
                         SELECT c.id FROM copies c WHERE op.is_default AND c.owner_id = op.owner_id AND c.pin_id IS NULL AND \(matching)
                     ) held
-                    WHERE op.owner_id = page.owner_id AND bookworm_distance_km($5, $6, op.public_latitude, op.public_longitude) <= $7)
+                    WHERE op.owner_id = page.owner_id AND op.public_xyz <-> \(origin) <= $4
+                      AND \(NearbyStore.chordKm("(op.public_xyz <-> \(origin))")) <= $7)
             FROM meta LEFT JOIN (page JOIN users u ON u.id = page.owner_id) ON true
             ORDER BY page.chord, u.id
             """

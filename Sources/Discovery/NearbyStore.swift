@@ -34,6 +34,14 @@ package struct NearbyStore: Sendable {
     /// the scan is incremental (homes sharing a cell's centre tie exactly and go by id).
     static let chord = "p.public_xyz <-> \(origin)"
 
+    /// The great-circle distance in km of a unit-sphere `chord`: the haversine of the same two
+    /// points (`bookworm_distance_km`) up to the last bits, from the chord the scan has already
+    /// computed, where the haversine's dozen trigonometric calls per pin were 3 % of a central
+    /// London page. Inclusion and the distance shown both come from it, so they agree.
+    package static func chordKm(_ chord: String) -> String {
+        "\(2 * Geo.earthRadiusKm) * asin(least(1, \(chord) / 2))"
+    }
+
     /// `nearest`: the `$14` pins nearest to the origin from the cursor's distance on, not the
     /// caller's nor blocked either way (and every pin tied with the last, so each pin left out
     /// is strictly farther than each pin in); `near`: those within the radius. The radius is
@@ -58,7 +66,7 @@ package struct NearbyStore: Sendable {
                 FETCH FIRST $14 ROWS WITH TIES
             ), near AS NOT MATERIALIZED (
                 SELECT nearest.*, km.distance FROM nearest
-                CROSS JOIN LATERAL (SELECT bookworm_distance_km($5, $6, nearest.public_latitude, nearest.public_longitude) AS distance) km
+                CROSS JOIN LATERAL (SELECT \(chordKm("nearest.chord")) AS distance) km
                 WHERE nearest.chord <= $4 AND km.distance <= $7
             )
             """
@@ -70,14 +78,17 @@ package struct NearbyStore: Sendable {
     /// index-only walk, where counting `near` again read the pins, their owners and blocks a
     /// second time (a quarter of a millisecond in an empty place). Of all pins, not `near`'s,
     /// so it may say yes when the round was whole (a round more), never no when it was not.
-    /// `$9` and `$10` are named so that both shapes take the same parameters.
+    /// Where even the nearest pin lies outside the radius (a search far from anyone), one
+    /// index entry answers instead of `$14`: 9 % of such a page.
+    /// `$5`, `$6`, `$9` and `$10` are named so that every shape takes the same parameters.
     static let more = """
             , meta AS (
-                SELECT CASE WHEN (SELECT count(*) FROM page) < $13
-                            THEN coalesce((SELECT \(chord) FROM pins p WHERE $11::float8 IS NULL OR \(chord) >= $11
-                                           ORDER BY \(chord) OFFSET $14 - 1 LIMIT 1) <= $4, false)
-                            ELSE false END AS more,
-                       $9::text[] AS words, $10::text AS isbn
+                SELECT CASE WHEN (SELECT count(*) FROM page) >= $13 THEN false
+                            WHEN NOT coalesce((SELECT \(chord) FROM pins p WHERE $11::float8 IS NULL OR \(chord) >= $11
+                                               ORDER BY \(chord) LIMIT 1) <= $4, false) THEN false
+                            ELSE coalesce((SELECT \(chord) FROM pins p WHERE $11::float8 IS NULL OR \(chord) >= $11
+                                           ORDER BY \(chord) OFFSET $14 - 1 LIMIT 1) <= $4, false) END AS more,
+                       $5::float8 AS latitude, $6::float8 AS longitude, $9::text[] AS words, $10::text AS isbn
             )
         """
 
