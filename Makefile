@@ -86,7 +86,8 @@ test: deps conformance-deps browser-deps deploy-check
 	$(SWIFT) build --build-tests
 	@status=0; for attempt in 1 2; do \
 		status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
-			BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" timeout $(TEST_TIMEOUT) $(SWIFT) test --skip-build || status=$$?; \
+			BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_REPORT_AFTER=$$(( $(TEST_TIMEOUT) * 9 / 10 )) \
+			timeout $(TEST_TIMEOUT) $(SWIFT) test --skip-build || status=$$?; \
 		[ $$status -eq 124 ] || break; \
 		echo "make test: the test run hung for $(TEST_TIMEOUT) s (attempt $$attempt)"; \
 		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \

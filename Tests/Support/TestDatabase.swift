@@ -131,14 +131,16 @@ func withTestDatabase<T: Sendable>(
     _ body: @Sendable (DatabaseSettings, PostgresClient) async throws -> T
 ) async throws -> T {
     let server = TestDatabaseServer.shared
-    let settings = empty ? try await server.createEmptyDatabase() : try await server.createDatabase()
+    let settings = try await TestPhases.during("creating its database") {
+        empty ? try await server.createEmptyDatabase() : try await server.createDatabase()
+    }
     let client = settings.makeClient(poolSize: 4, logger: server.logger)
     do {
-        let result = try await client.whileRunning { try await body(settings, $0) }
-        await server.dropDatabase(settings)
+        let result = try await TestPhases.during("running") { try await client.whileRunning { try await body(settings, $0) } }
+        try await TestPhases.during("dropping its database") { await server.dropDatabase(settings) }
         return result
     } catch {
-        await server.dropDatabase(settings)
+        try await TestPhases.during("dropping its database") { await server.dropDatabase(settings) }
         throw error
     }
 }
