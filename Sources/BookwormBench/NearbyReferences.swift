@@ -206,7 +206,7 @@ enum NearbyReferences {
                 rounds += 1
                 for try await row in try await connection.execute(statement(values), logger: connection.logger) {
                     let cells = PostgresRandomAccessRow(row)
-                    more = try cells[0].decode(Bool.self)
+                    more = try cells[0].decode(Bool.self) || more
                     guard try cells[1].decode(Double?.self) != nil else { continue }
                     keys.append(try key(cells))
                 }

@@ -16,7 +16,7 @@ extension NearbyStore {
     /// `*_shown_idx` partial indexes alone, so a crowded cell centre costs index entries.
     static func ownersSQL(filtered: Bool) -> String {
         let matching = matching(filtered: filtered)
-        return nearestPins + """
+        return nearestPins(ranked: false) + """
             , page AS (
                 SELECT near.owner_id, near.chord, near.distance
                 FROM near

@@ -58,9 +58,12 @@ package struct NearbyStore: Sendable {
     /// outside counts towards `$14` either way, but every pin after it is outside as well, so
     /// `near` is the same; a search far from anyone probed `blocks` twice for each of its `$14`
     /// pins, 29 % of such a page.
-    static let nearestPins = """
+    static func nearestPins(ranked: Bool) -> String {
+        // `ROWS`: with the default frame, the window reads one pin ahead for its peers.
+        let rank = ranked ? ",\n               row_number() OVER (ORDER BY \(chord) ROWS UNBOUNDED PRECEDING) AS rank" : ""
+        return """
             WITH nearest AS NOT MATERIALIZED (
-                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(chord) AS chord
+                SELECT p.id, p.owner_id, p.is_default, p.public_latitude, p.public_longitude, \(chord) AS chord\(rank)
                 FROM pins p
                 WHERE p.owner_id <> $8
                   AND (\(chord) > $4 OR \(BlocksStore.noBlockByProbes("$8", "p.owner_id")))
@@ -73,6 +76,7 @@ package struct NearbyStore: Sendable {
                 WHERE nearest.chord <= $4 AND km.distance <= $7
             )
             """
+    }
 
     /// Whether a page may be missing rows: only when it is short and `nearest` may have stopped
     /// inside the radius. A full page is the true page, since every pin left out is farther
@@ -100,24 +104,31 @@ package struct NearbyStore: Sendable {
     /// fills from the ten nearest pins reads ten pins. The candidates are copy ids only
     /// (index-only reads of `copies_pin_shown_idx` and `copies_owner_unpinned_shown_idx` when
     /// the request has no words or ISBN); copies, books and owners are joined for the page
-    /// only. The meta row (`more`) comes back even when the page is empty. Parameters $1–$14;
-    /// `filtered` is the shape for a request with words or an ISBN.
+    /// only. Parameters $1–$14 (`CopiesRoundTypes`); `filtered` is the shape for a request with
+    /// words or an ISBN.
+    ///
+    /// Whether the page may be missing rows (`more`, as `inRounds` reads it) comes from a
+    /// sentinel: the `$14`-th pin of the round, when it lies inside the radius, adds a row
+    /// without a copy after its own copies, the last row of all (nothing in the round is
+    /// farther). A full page never reaches it; a short one ends with it exactly when the round
+    /// stopped at its cap inside the radius. Counting the page instead (`more`, as nearby owners
+    /// still do) made PostgreSQL keep the page to count it: 2–4 % of a central London page.
     static func copiesSQL(filtered: Bool) -> String {
-        nearestPins + """
+        nearestPins(ranked: true) + """
             , page AS (
                 SELECT placed.id, near.chord, near.distance, near.public_latitude, near.public_longitude
-                FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))) placed
-                WHERE $11::float8 IS NULL OR (near.chord, placed.id) > ($11, $12)
+                FROM near CROSS JOIN LATERAL (\(placedCopies(filtered: filtered))
+                    UNION ALL
+                    SELECT NULL::uuid WHERE near.rank = $14) placed
+                WHERE $11::float8 IS NULL OR placed.id IS NULL OR (near.chord, placed.id) > ($11, $12)
                 ORDER BY near.chord, placed.id
                 LIMIT $13
             )
-            """ + more + """
-
-            SELECT meta.more, page.chord, page.distance, page.public_latitude, page.public_longitude,
-                   \(CopiesStore.columns)
-            FROM meta LEFT JOIN (page JOIN copies c ON c.id = page.id JOIN books b ON b.id = c.book_id
-                                 JOIN users u ON u.id = c.owner_id) ON true
-            ORDER BY page.chord, c.id
+            SELECT page.id IS NULL, CASE WHEN page.id IS NOT NULL THEN page.chord END,
+                   page.distance, page.public_latitude, page.public_longitude, \(CopiesStore.columns)
+            FROM page LEFT JOIN copies c ON c.id = page.id LEFT JOIN books b ON b.id = c.book_id
+                 LEFT JOIN users u ON u.id = c.owner_id
+            ORDER BY page.chord, page.id
             """
     }
 
@@ -189,8 +200,9 @@ package struct NearbyStore: Sendable {
     /// round's rows prove the page complete (`isComplete`). On the generic plan, which
     /// `NearbyCrowdTests` holds to the page: its `LIMIT`s are costed as a tenth of the rows, so
     /// PostgreSQL found it dearer than each custom plan and planned every run anew (0.7 ms of
-    /// planning for 0.4 of execution). Every row's first cell is `more` and
-    /// its second the row's chord, null on the meta row that comes back alone for an empty page.
+    /// planning for 0.4 of execution). A row's first cell says the round may be short (every
+    /// row of owners, the sentinel of copies) and its second is the row's chord, null on a row
+    /// with no data (the owners' meta row of an empty page, the copies' sentinel).
     func inRounds<Statement: PreparedSQL, Row>(
         limit: Int, firstRound: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
     {
@@ -200,7 +212,7 @@ package struct NearbyStore: Sendable {
             var more = false
             for found in try await client.executeOnGenericPlan(statement(pinLimit), on: nil, logger: logger) {
                 let cells = PostgresRandomAccessRow(found)
-                more = try cells[0].decode(Bool.self)
+                more = try cells[0].decode(Bool.self) || more
                 guard let chord = try cells[1].decode(Double?.self) else { continue }
                 result.append(try row(cells, chord))
             }
@@ -210,9 +222,17 @@ package struct NearbyStore: Sendable {
     }
 }
 
+/// The types of a round's parameters (`NearbyStore.roundValues`), given with the statement
+/// since not every shape names them all.
+enum CopiesRoundTypes {
+    static let all: [PostgresDataType] = Array(repeating: .float8, count: 7)
+        + [.uuid, .textArray, .text, .float8, .uuid, .int8, .int8]
+}
+
 /// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page without words or ISBN.
 package struct NearbyCopiesSQL: PreparedSQL {
     package static let sql = NearbyStore.copiesSQL(filtered: false)
+    package static var bindingDataTypes: [PostgresDataType] { CopiesRoundTypes.all }
     package let values: [SQLValue]
 
     package init(values: [SQLValue]) { self.values = values }
@@ -221,6 +241,7 @@ package struct NearbyCopiesSQL: PreparedSQL {
 /// `NearbyStore.copiesSQL` for a request with words or an ISBN, prepared.
 package struct NearbyFilteredCopiesSQL: PreparedSQL {
     package static let sql = NearbyStore.copiesSQL(filtered: true)
+    package static var bindingDataTypes: [PostgresDataType] { CopiesRoundTypes.all }
     package let values: [SQLValue]
 
     package init(values: [SQLValue]) { self.values = values }
