@@ -57,7 +57,8 @@ package struct NearbyStore: Sendable {
     /// for pins at its edge or inside. Blocks are looked up only for pins inside it too: a pin
     /// outside counts towards `$14` either way, but every pin after it is outside as well, so
     /// `near` is the same; a search far from anyone probed `blocks` twice for each of its `$14`
-    /// pins, 29 % of such a page.
+    /// pins, 29 % of such a page. `ranked` numbers the pins as the cap counts them (`rank`), for
+    /// the sentinel of `copiesSQL`.
     static func nearestPins(ranked: Bool) -> String {
         // `ROWS`: with the default frame, the window reads one pin ahead for its peers.
         let rank = ranked ? ",\n               row_number() OVER (ORDER BY \(chord) ROWS UNBOUNDED PRECEDING) AS rank" : ""
