@@ -130,6 +130,46 @@ import Testing
         }
     }
 
+    /// 100 homes sharing one cell centre about 1 km north, copies on three of them only, then
+    /// meetups farther north with a copy each. Pages of two: the second page's cursor sits
+    /// inside the crowd, whose pins all tie with its chord and fill the round's cap, so the
+    /// round's sentinel (the cap-th pin, at the cursor's very chord) must pass the cursor for
+    /// the page to take the next round and reach the meetups.
+    @Test func aCursorInsideACrowdOfEmptyHomesStillTakesTheNextRound() async throws {
+        try await withApp { app in
+            let observer = try await app.register()
+            let owner = try #require(UUID(uuidString: try await app.register().id))
+            let crowd = Geo.cellCentre(of: GeoPoint(latitude: origin.latitude + 0.009, longitude: origin.longitude))
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(owner), 'crowd ' || i, 'home', \(crowd.latitude) + (i % 10) * 0.0002, \(crowd.longitude) + (i / 10) * 0.0002,
+                       \(crowd.latitude), \(crowd.longitude)
+                FROM generate_series(0, 99) AS i
+                """)
+            try await app.db.query("""
+                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+                SELECT \(owner), 'meetup ' || i, 'meetup', \(origin.latitude) + 0.02 + i * 0.001, \(origin.longitude),
+                       \(origin.latitude) + 0.02 + i * 0.001, \(origin.longitude)
+                FROM generate_series(1, 5) AS i
+                """)
+            try await app.db.query("INSERT INTO books (id, title, authors) VALUES ('00000000-0000-0000-0000-0000000000c1', 'Crowd', ARRAY['Many'])")
+            try await app.db.query("""
+                INSERT INTO copies (owner_id, book_id, condition, pin_id)
+                SELECT \(owner), '00000000-0000-0000-0000-0000000000c1', 'good', id
+                FROM ((SELECT id FROM pins WHERE kind = 'home' ORDER BY id LIMIT 3)
+                      UNION ALL (SELECT id FROM pins WHERE kind = 'meetup')) holding
+                """)
+            var expected: [String] = []
+            for try await id in try await app.db.query("""
+                SELECT c.id FROM copies c JOIN pins p ON p.id = c.pin_id ORDER BY p.public_latitude, c.id
+                """).decode(UUID.self) { expected.append(id.apiString) }
+            let near = "latitude=\(origin.latitude)&longitude=\(origin.longitude)&radius_km=10"
+            let copies = try await app.allNearby("/v1/nearby/copies?" + near, token: observer.token, limit: 2)
+            #expect(expected.count == 8)
+            #expect(copies.compactMap { $0["id"] as? String } == expected)
+        }
+    }
+
     /// Pins with two copies each, of a thousand owners, spread over the rest of the world, so
     /// that the planner sees tables of a city's size: on a few hundred pins of one owner it
     /// rightly expects the radius to hold less than a page, and sorts it all. Bulk rows, so the
