@@ -91,6 +91,7 @@ test: deps conformance-deps browser-deps deploy-check
 		[ $$status -eq 124 ] || break; \
 		echo "make test: the test run hung for $(TEST_TIMEOUT) s (attempt $$attempt)"; \
 		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \
+		pkill -KILL -f "$(CURDIR)/.build/[^ ]*/debug/[b]ookworm " || true; \
 	done; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status
 
