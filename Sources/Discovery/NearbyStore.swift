@@ -79,27 +79,6 @@ package struct NearbyStore: Sendable {
             """
     }
 
-    /// For nearby owners, whether a page may be missing rows: only when it is short and
-    /// `nearest` may have stopped inside the radius. A full page is the true page, since every
-    /// pin left out is farther than every pin in. For a short page (the `CASE` looks only then) it asks whether the
-    /// `$14`-th pin from the cursor on, of all pins, lies within the radius's chord: an
-    /// index-only walk, where counting `near` again read the pins, their owners and blocks a
-    /// second time (a quarter of a millisecond in an empty place). Of all pins, not `near`'s,
-    /// so it may say yes when the round was whole (a round more), never no when it was not.
-    /// Where even the nearest pin lies outside the radius (a search far from anyone), one
-    /// index entry answers instead of `$14`: 9 % of such a page.
-    /// `$5`, `$6`, `$9` and `$10` are named so that every shape takes the same parameters.
-    static let more = """
-            , meta AS (
-                SELECT CASE WHEN (SELECT count(*) FROM page) >= $13 THEN false
-                            WHEN NOT coalesce((SELECT \(chord) FROM pins p WHERE $11::float8 IS NULL OR \(chord) >= $11
-                                               ORDER BY \(chord) LIMIT 1) <= $4, false) THEN false
-                            ELSE coalesce((SELECT \(chord) FROM pins p WHERE $11::float8 IS NULL OR \(chord) >= $11
-                                           ORDER BY \(chord) OFFSET $14 - 1 LIMIT 1) <= $4, false) END AS more,
-                       $5::float8 AS latitude, $6::float8 AS longitude, $9::text[] AS words, $10::text AS isbn
-            )
-        """
-
     /// Nearest first, as a skilled PostGIS user writes it: the copies of `near`'s pins in
     /// (chord, copy id) order, an incremental sort that stops at the page, so a page that
     /// fills from the ten nearest pins reads ten pins. The candidates are copy ids only

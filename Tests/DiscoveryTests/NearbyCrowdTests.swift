@@ -25,12 +25,7 @@ import Testing
                    \(origin.latitude) + i * 0.0018, \(origin.longitude)
             FROM generate_series(1, 8) AS i
             """)
-        try await app.db.query("""
-            INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-            SELECT \(owner), 'crowd ' || i, 'home', \(crowd.latitude) + (i % 10) * 0.0002, \(crowd.longitude) + (i / 10) * 0.0002,
-                   \(crowd.latitude), \(crowd.longitude)
-            FROM generate_series(0, 199) AS i
-            """)
+        try await seedHomes(app, owner: owner, sharing: crowd, count: 200)
         try await app.db.query("""
             INSERT INTO books (id, title, authors) VALUES ('00000000-0000-0000-0000-0000000000a1', 'Moby Dick', ARRAY['Melville']),
                                                           ('00000000-0000-0000-0000-0000000000a2', 'Ulysses', ARRAY['Joyce'])
@@ -49,6 +44,16 @@ import Testing
             copies.append((id.apiString, Geo.distanceKm(origin, GeoPoint(latitude: latitude, longitude: longitude)), title))
         }
         return copies.sorted { ($0.distance, $0.id) < ($1.distance, $1.id) }
+    }
+
+    /// `count` homes of `owner` a few metres apart whose public point is the one cell centre `centre`.
+    private func seedHomes(_ app: TestApp, owner: UUID, sharing centre: GeoPoint, count: Int) async throws {
+        try await app.db.query("""
+            INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
+            SELECT \(owner), 'crowd ' || i, 'home', \(centre.latitude) + (i % 10) * 0.0002, \(centre.longitude) + (i / 10) * 0.0002,
+                   \(centre.latitude), \(centre.longitude)
+            FROM generate_series(0, \(count - 1)) AS i
+            """)
     }
 
     @Test func pagesReachingACrowdedCellHoldItsCopiesInIdOrderFilteredOrNot() async throws {
@@ -140,12 +145,7 @@ import Testing
             let observer = try await app.register()
             let owner = try #require(UUID(uuidString: try await app.register().id))
             let crowd = Geo.cellCentre(of: GeoPoint(latitude: origin.latitude + 0.009, longitude: origin.longitude))
-            try await app.db.query("""
-                INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
-                SELECT \(owner), 'crowd ' || i, 'home', \(crowd.latitude) + (i % 10) * 0.0002, \(crowd.longitude) + (i / 10) * 0.0002,
-                       \(crowd.latitude), \(crowd.longitude)
-                FROM generate_series(0, 99) AS i
-                """)
+            try await seedHomes(app, owner: owner, sharing: crowd, count: 100)
             try await app.db.query("""
                 INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude)
                 SELECT \(owner), 'meetup ' || i, 'meetup', \(origin.latitude) + 0.02 + i * 0.001, \(origin.longitude),
