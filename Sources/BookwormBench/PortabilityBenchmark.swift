@@ -89,7 +89,7 @@ struct PortabilityBenchmark {
         let user = try database.lines("SELECT id FROM users WHERE username = '\(Self.syncer)'").first ?? ""
         let sql = """
             SELECT s.epoch, c.kind, c.object_id, c.xid::text, c.id
-            FROM (SELECT bookworm_sync_epoch() AS epoch, pg_snapshot_xmin(pg_current_snapshot()) AS horizon FROM sync_state) s
+            FROM (SELECT bookworm_sync_epoch() AS epoch, bookworm_sync_horizon() AS horizon FROM sync_state) s
             LEFT JOIN LATERAL (
                 SELECT kind, object_id, xid, id FROM sync_changes
                 WHERE user_id = $1 AND (xid, id) > ($2::xid8, $3) AND xid < s.horizon ORDER BY xid, id LIMIT 101

@@ -14,15 +14,16 @@ package struct SyncStore: Sendable {
     }
 
     /// The log's state and one page of `user`'s changes after `after`, oldest first. Only
-    /// transactions older than the oldest one still running are served (`pg_snapshot_xmin`):
-    /// all of those have ended, so none that commits later can land behind the page.
+    /// transactions older than the oldest one of this database still running are served
+    /// (`bookworm_sync_horizon`, 0027): all of those have ended, so none that commits later can
+    /// land behind the page.
     func page(user: UUID, after: SyncToken, limit: Int) async throws
         -> (epoch: String, purged: UInt64, horizon: UInt64, rows: [SyncChangeRow])
     {
         let rows = try await client.query("""
             SELECT s.epoch, s.purged::text, s.horizon::text, c.kind, c.object_id, c.xid::text, c.id
             FROM (SELECT bookworm_sync_epoch() AS epoch, purged_xid AS purged,
-                         pg_snapshot_xmin(pg_current_snapshot()) AS horizon FROM sync_state) s
+                         bookworm_sync_horizon() AS horizon FROM sync_state) s
             LEFT JOIN LATERAL (
                 SELECT kind, object_id, xid, id FROM sync_changes
                 WHERE user_id = \(user) AND (xid, id) > (\(String(after.xid))::xid8, \(after.id)) AND xid < s.horizon

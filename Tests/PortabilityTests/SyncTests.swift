@@ -90,6 +90,28 @@ import Testing
         }
     }
 
+    /// Another database's transaction can never write here, so it must not hold sync back (it
+    /// did while the horizon was the whole cluster's `pg_snapshot_xmin`: this failed then).
+    @Test func aTransactionInAnotherDatabaseDoesNotHoldSyncBack() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let start = try await app.syncAll(me.token).next
+            let logger = Logger(label: "elsewhere")
+            let elsewhere = try await TestDatabaseServer.shared.adminSettings().makeClient(poolSize: 1, logger: logger)
+            try await elsewhere.whileRunning { other in
+                try await other.withConnection { long in
+                    try await long.query("BEGIN", logger: logger)
+                    // Takes its id now: older than the copy's, and still running when sync reads.
+                    for try await _ in try await long.query("SELECT pg_current_xact_id()", logger: logger) {}
+                    let copy = try #require(try await app.addCopy(me.token, title: "Meanwhile")["id"] as? String)
+                    let page = try await eventuallySynced(app, me.token, since: start, count: 1)
+                    #expect(page.changes.map { $0["id"] as? String } == [copy])
+                    try await long.query("ROLLBACK", logger: logger)
+                }
+            }
+        }
+    }
+
     @Test func pagesAreStableAndAFullSyncEqualsTheSumOfDeltas() async throws {
         try await withApp { app in
             let me = try await app.register()

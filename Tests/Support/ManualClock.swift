@@ -29,6 +29,12 @@ final class ManualClock: AppClock, @unchecked Sendable {
         for sleeper in due { sleeper.continuation.resume() }
     }
 
+    /// Moves the clock up to `date` (the real time by default) if it is behind it: for what
+    /// another process (the `bookworm` command line) stamped with its own, real clock.
+    func catchUp(to date: Date = Date()) {
+        advance(by: max(0, date.timeIntervalSince(now())))
+    }
+
     /// How many tasks are asleep on this clock now.
     var sleeperCount: Int { state.withLockedValue { $0.sleepers.count } }
 
