@@ -78,7 +78,9 @@ deploy-check: deploy-deps
 # A whole test run takes 1.5-3 minutes. Twice so far (both 2026-11-25) every test still
 # running has waited forever on an await that never resumed, every thread idle (see README,
 # Tests): such a run is stopped after TEST_TIMEOUT seconds and run once more. A failing test
-# is never run again.
+# is never run again. `swift test` writes through stdio, which holds back up to 4 KB when its
+# output is a file or a pipe (CI's log): line-buffered, a hung run's last lines and the phase
+# report reach the log before the timeout stops it.
 TEST_TIMEOUT ?= 900
 
 test: deps conformance-deps browser-deps deploy-check
@@ -87,7 +89,7 @@ test: deps conformance-deps browser-deps deploy-check
 	@status=0; for attempt in 1 2; do \
 		status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
 			BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_REPORT_AFTER=$$(( $(TEST_TIMEOUT) * 9 / 10 )) \
-			timeout $(TEST_TIMEOUT) $(SWIFT) test --skip-build || status=$$?; \
+			timeout $(TEST_TIMEOUT) stdbuf -oL -eL $(SWIFT) test --skip-build || status=$$?; \
 		[ $$status -eq 124 ] || break; \
 		echo "make test: the test run hung for $(TEST_TIMEOUT) s (attempt $$attempt)"; \
 		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \

@@ -56,6 +56,7 @@ struct BatchDelivery {
                 ledger.abort()
             }
         }
+        worker.logger.trace("outbox sender done", metadata: ["failed": .stringConvertible(failure != nil)])
         do {
             if let failure { throw failure }
             try await finishInFlight()
@@ -97,6 +98,7 @@ struct BatchDelivery {
                 }
                 ledger.record(committed: outcomes.count)
             } catch {
+                worker.logger.debug("outbox record failed; stopping the sender", metadata: ["error": .string(String(reflecting: error))])
                 // The sender may be waiting for this record: it must stop, not wait for good.
                 ledger.abort()
                 throw error

@@ -144,6 +144,7 @@ package struct OutboxWorker: Service {
                 try await deliver(claim, with: sessions, stopping: stopping)
             }
         } catch {
+            logger.debug("outbox drain stopped by an error", metadata: ["error": .string(String(reflecting: error))])
             if let next, let claim = try? await next.value { await handBack(claim.batch.map(\.id)) }
             await sessions.close()
             throw error
@@ -167,6 +168,8 @@ package struct OutboxWorker: Service {
         do {
             try await delivery.send(with: sessions, stopping: stopping)
         } catch {
+            logger.debug("outbox batch stopped; handing back what it did not record",
+                         metadata: ["rows": .stringConvertible(delivery.unfinished.count)])
             await handBack(delivery.unfinished)
             throw error
         }
@@ -181,7 +184,10 @@ package struct OutboxWorker: Service {
     private func handBack(_ ids: [UUID]) async {
         for attempt in 1...Self.handBackAttempts {
             do {
-                return try await store.release(ids, worker: id)
+                try await store.release(ids, worker: id)
+                logger.debug("outbox rows handed back", metadata: ["rows": .stringConvertible(ids.count),
+                                                                   "attempt": .stringConvertible(attempt)])
+                return
             } catch where attempt < Self.handBackAttempts && DatabaseOutage.matches(error) {
                 continue
             } catch {

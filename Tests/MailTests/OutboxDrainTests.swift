@@ -141,7 +141,11 @@ import Testing
             try await withApp { app in
                 try await app.enqueue(to: (0..<60).map { "reader\($0)@example.org" })
                 let lock = RowLock(app)
-                let worker = try app.worker(sink, lock: lock, policy: policy(batch: 60))
+                // Every step at debug level: a run of the whole suite once hung in this test with its
+                // rows still leased and nothing else to go by (README, Tests).
+                var logger = Logger(label: "failed-record")
+                logger.logLevel = .debug
+                let worker = try app.worker(sink, lock: lock, policy: policy(batch: 60), logger: logger)
                 let drained = Task { try await worker.drain() }
                 try await sink.waitForMessages(BatchDelivery.maxUnrecorded + 1)
                 // The sender can be that far ahead a moment before the record reaches its lock; and
@@ -153,9 +157,12 @@ import Testing
                     }
                     return false
                 })
+                logger.debug("test: ending the record's backend")
                 try await app.db.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) " + waiting))
                 try await lock.release()
+                logger.debug("test: lock released; waiting for the drain")
                 await #expect(throws: (any Error).self) { try await drained.value }
+                logger.debug("test: the drain is over")
                 #expect(sink.messages().count == BatchDelivery.maxUnrecorded + 1)
                 #expect(try await app.outboxStatuses().allSatisfy { $0 == "queued" })
                 #expect(try await app.claimedOrSentCount() == 0)
@@ -207,10 +214,11 @@ final class RowLock: Sendable {
 
 extension TestApp {
     /// A worker whose first send waits until `lock` holds the rows; `sent` runs after each send.
-    func worker(_ sink: SMTPSink, lock: RowLock, policy: OutboxPolicy, sent: @escaping @Sendable () -> Void = {}) throws -> OutboxWorker {
+    func worker(_ sink: SMTPSink, lock: RowLock, policy: OutboxPolicy, logger: Logger = Logger(label: "t"),
+                sent: @escaping @Sendable () -> Void = {}) throws -> OutboxWorker {
         let smtp = try sink.transport()
         return OutboxWorker(client: db, transport: ObservedTransport(inner: smtp, before: { lock.takeOnce() }, after: sent),
-                            policy: policy, logger: Logger(label: "t"), clock: clock)
+                            policy: policy, logger: logger, clock: clock)
     }
 
     /// Rows a worker holds a lease on, or has sent.

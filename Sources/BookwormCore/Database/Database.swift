@@ -22,6 +22,12 @@ package struct DatabaseDeadlines: Sendable {
     }
 }
 
+/// Thrown when the pool had only connections that had already closed to give (see
+/// `Database.openConnection`).
+package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
+    package var description: String { "the pool's connection had closed" }
+}
+
 /// Thrown when a database call misses its deadline.
 package struct DatabaseDeadlineExceeded: Error, CustomStringConvertible {
     /// Whether it got a connection (a slow statement) or not (no connection in time).
@@ -147,7 +153,7 @@ package struct Database: Sendable {
         let ticket = PoolUsage.Ticket(usage)
         defer { ticket.done() }
         return try await withDeadlines { leased in
-            try await client.withConnection { connection in
+            try await openConnection { connection in
                 leased()
                 ticket.leased()
                 defer { ticket.released() }
@@ -155,6 +161,28 @@ package struct Database: Sendable {
             }
         }
     }
+
+    /// A pooled connection whose channel is still open. PostgresNIO's pool can hand out a
+    /// connection that has closed before the pool heard of it (its backend ended a moment ago),
+    /// and a statement on it never answers: the write fails with nobody told (PostgresNIO 1.33.2;
+    /// `DeadConnectionTests` shows it). So a closed one is given back unused and another taken
+    /// after a pause, in which the pool hears of the close; still closed after `closedLeaseAttempts`,
+    /// the call fails as an outage. `body` has not run then, so taking another is always safe.
+    private func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        for attempt in 1...Self.closedLeaseAttempts {
+            do {
+                return try await client.withConnection { connection in
+                    guard !connection.isClosed else { throw DatabaseConnectionClosed() }
+                    return try await body(connection)
+                }
+            } catch is DatabaseConnectionClosed where attempt < Self.closedLeaseAttempts {
+                try await Task.sleep(for: .milliseconds(5 * attempt))
+            }
+        }
+        throw DatabaseConnectionClosed()
+    }
+
+    static let closedLeaseAttempts = 5
 
     /// `withTransaction` that lets the closure's own error through unwrapped, so an `AppError`
     /// thrown inside a transaction still reaches the client as itself. A transaction PostgreSQL
@@ -187,11 +215,13 @@ package struct Database: Sendable {
         defer { ticket.done() }
         return try await withDeadlines { leased in
             do {
-                return try await client.withTransaction(logger: logger) { connection in
-                    leased()
-                    ticket.leased()
-                    defer { ticket.released() }
-                    return try await body(connection)
+                return try await openConnection { connection in
+                    try await connection.withTransaction(logger: logger) { connection in
+                        leased()
+                        ticket.leased()
+                        defer { ticket.released() }
+                        return try await body(connection)
+                    }
                 }
             } catch let error as PostgresTransactionError {
                 if let inner = error.closureError { throw inner }

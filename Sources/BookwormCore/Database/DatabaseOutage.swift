@@ -5,7 +5,7 @@ import PostgresNIO
 /// statement at its timeout, or out of connection slots.
 package enum DatabaseOutage {
     package static func matches(_ error: any Error) -> Bool {
-        if error is DatabaseDeadlineExceeded { return true }
+        if error is DatabaseDeadlineExceeded || error is DatabaseConnectionClosed { return true }
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
         }
