@@ -75,10 +75,10 @@ deploy-check: deploy-deps
 	$(SWIFT) build --product bookworm
 	Deploy/check.sh "$(DEPLOY_VENV)" "$$($(SWIFT) build --show-bin-path)/bookworm"
 
-# A whole test run takes 1.5-3 minutes. Twice so far (both 2026-11-25) every test still
-# running has waited forever on an await that never resumed, every thread idle (see README,
-# Tests): such a run is stopped after TEST_TIMEOUT seconds and run once more. A failing test
-# is never run again. `swift test` writes through stdio, which holds back up to 4 KB when its
+# A whole test run takes 1.5-3 minutes. Three times (2026-11-25) a test waited forever on a
+# statement PostgresNIO had written to a closed connection (see README, Tests; `Database` now
+# takes only open connections). Should a run hang again, it is stopped after TEST_TIMEOUT
+# seconds and run once more. A failing test is never run again. `swift test` writes through stdio, which holds back up to 4 KB when its
 # output is a file or a pipe (CI's log): line-buffered, a hung run's last lines and the phase
 # report reach the log before the timeout stops it.
 TEST_TIMEOUT ?= 900

