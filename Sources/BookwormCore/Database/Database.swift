@@ -22,12 +22,6 @@ package struct DatabaseDeadlines: Sendable {
     }
 }
 
-/// Thrown when the pool had only connections that had already closed to give (see
-/// `Database.openConnection`).
-package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
-    package var description: String { "the pool's connection had closed" }
-}
-
 /// Thrown when a database call misses its deadline.
 package struct DatabaseDeadlineExceeded: Error, CustomStringConvertible {
     /// Whether it got a connection (a slow statement) or not (no connection in time).
@@ -154,7 +148,7 @@ package struct Database: Sendable {
         defer { ticket.done() }
         return try await withDeadlines { leased in
             try await openConnection { connection in
-                leased()
+                leased(connection)
                 ticket.leased()
                 defer { ticket.released() }
                 return try await body(connection)
@@ -168,19 +162,24 @@ package struct Database: Sendable {
     /// `DeadConnectionTests` shows it). So a closed one is given back unused and another taken
     /// after a pause, in which the pool hears of the close; still closed after `closedLeaseAttempts`,
     /// the call fails as an outage. `body` has not run then, so taking another is always safe.
+    /// A channel that closes just after this look is caught by the deadline watch instead.
     private func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         for attempt in 1...Self.closedLeaseAttempts {
             do {
                 return try await client.withConnection { connection in
-                    guard !connection.isClosed else { throw DatabaseConnectionClosed() }
+                    guard !connection.isClosed else { throw ClosedBeforeUse() }
                     return try await body(connection)
                 }
-            } catch is DatabaseConnectionClosed where attempt < Self.closedLeaseAttempts {
-                try await Task.sleep(for: .milliseconds(5 * attempt))
+            } catch is ClosedBeforeUse {
+                // Only the guard throws this (a `body` that met a closed pool elsewhere throws
+                // `DatabaseConnectionClosed`, and is never run twice).
+                if attempt < Self.closedLeaseAttempts { try await Task.sleep(for: .milliseconds(5 * attempt)) }
             }
         }
         throw DatabaseConnectionClosed()
     }
+
+    private struct ClosedBeforeUse: Error {}
 
     static let closedLeaseAttempts = 5
 
@@ -217,7 +216,7 @@ package struct Database: Sendable {
             do {
                 return try await openConnection { connection in
                     try await connection.withTransaction(logger: logger) { connection in
-                        leased()
+                        leased(connection)
                         ticket.leased()
                         defer { ticket.released() }
                         return try await body(connection)
@@ -231,22 +230,24 @@ package struct Database: Sendable {
     }
 
     /// Runs `operation` in a task of its own and stops waiting for it when it has no connection
-    /// by the acquire deadline, or has not finished a statement's time after that. The caller
-    /// is answered at the deadline whatever the operation is stuck in; the operation is cancelled
-    /// (a waiting lease is withdrawn from the pool, the server's statement timeout ends a statement).
+    /// by the acquire deadline, or has not finished a statement's time after that, or when its
+    /// connection closes under it. The caller is answered then whatever the operation is stuck in;
+    /// the operation is cancelled (a waiting lease is withdrawn from the pool, the server's
+    /// statement timeout ends a statement). A statement PostgresNIO wrote to a channel that
+    /// closed meanwhile never answers (see `openConnection`), and that task is left behind.
     private func withDeadlines<T: Sendable>(
-        _ operation: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T
+        _ operation: @escaping @Sendable (_ leased: @escaping @Sendable (PostgresConnection) -> Void) async throws -> T
     ) async throws -> T {
-        let lease = OnceFlag()
+        let lease = LeasedConnection()
         let acquireBy = ContinuousClock.now + deadlines.acquire
         let statementBy = acquireBy + deadlines.statement + .milliseconds(500)
         let race = Race<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let watch = DeadlineWatch.shared.add(
-                    isDue: { now in now >= (lease.isSet ? statementBy : acquireBy) },
-                    fire: { race.finish(.failure(DatabaseDeadlineExceeded(leased: lease.isSet))) })
-                race.start(continuation, work: Task { race.finish(await Result(catching: { try await operation { lease.set() } })) },
+                    isDue: { now in lease.connection.map { now >= statementBy || $0.isClosed } ?? (now >= acquireBy) },
+                    fire: { race.finish(.failure(lease.failure)) })
+                race.start(continuation, work: Task { race.finish(await Result(catching: { try await operation { lease.set($0) } })) },
                            watch: watch)
             }
         } onCancel: {

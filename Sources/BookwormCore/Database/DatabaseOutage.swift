@@ -1,5 +1,11 @@
 import PostgresNIO
 
+/// Thrown when the pool had only connections that had already closed to give (see
+/// `Database.openConnection`).
+package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
+    package var description: String { "the pool's connection had closed" }
+}
+
 /// Errors that mean "the database is away or overloaded", not "this request is wrong": a
 /// missed deadline, a dropped or refused connection, the server shutting down or cancelling a
 /// statement at its timeout, or out of connection slots.

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import Synchronization
 
 /// One thread that watches the deadlines of every database call in the process.
@@ -107,5 +108,18 @@ final class Race<T: Sendable>: Sendable {
         work?.cancel()
         if let watch { DeadlineWatch.shared.remove(watch) }
         continuation?.resume(with: result)
+    }
+}
+
+/// The connection a call leased, once it has one; read by the deadline watch (atomics only:
+/// the reference, and the channel's `isActive`).
+final class LeasedConnection: Sendable {
+    private let reference = AtomicLazyReference<PostgresConnection>()
+    func set(_ connection: PostgresConnection) { _ = reference.storeIfNil(connection) }
+    var connection: PostgresConnection? { reference.load() }
+    /// What the caller hears when the watch fires.
+    var failure: any Error {
+        guard let connection else { return DatabaseDeadlineExceeded(leased: false) }
+        return connection.isClosed ? DatabaseConnectionClosed() : DatabaseDeadlineExceeded(leased: true)
     }
 }
