@@ -215,12 +215,11 @@ package struct Database: Sendable {
         return try await withDeadlines { leased in
             do {
                 return try await openConnection { connection in
-                    try await connection.withTransaction(logger: logger) { connection in
-                        leased(connection)
-                        ticket.leased()
-                        defer { ticket.released() }
-                        return try await body(connection)
-                    }
+                    // Leased before `BEGIN`, so the watch sees that statement's connection too.
+                    leased(connection)
+                    ticket.leased()
+                    defer { ticket.released() }
+                    return try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
                 }
             } catch let error as PostgresTransactionError {
                 if let inner = error.closureError { throw inner }
