@@ -19,7 +19,11 @@ import Testing
                 for round in 0..<150 {
                     let pid = try await backendPID(database)
                     let running = Task { try? await database.query("SELECT pg_sleep(10)", logger: logger) }
-                    try await Task.sleep(for: .milliseconds(Int.random(in: 1...15)))
+                    // Ended mid-statement: once the backend is seen running it.
+                    #expect(try await eventually {
+                        try await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid) AND state = 'active'",
+                                              logger: logger).collect().isEmpty == false
+                    })
                     try await admin.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
                     _ = await running.value
                     // Past the acquire deadline (30 s), short of a statement's (60 s in all).

@@ -286,14 +286,6 @@ package struct Rows: AsyncSequence, Sendable {
     package func collect() -> [PostgresRow] { rows }
 }
 
-/// A flag one task sets and others read without waiting (a lease taken, a record written).
-package final class OnceFlag: Sendable {
-    private let flag = Atomic<Bool>(false)
-    package init() {}
-    package func set() { flag.store(true, ordering: .releasing) }
-    package var isSet: Bool { flag.load(ordering: .acquiring) }
-}
-
 /// Rows decoded in a child task, handed to the caller once that task is done with them.
 private struct Transfer<Value>: @unchecked Sendable {
     let value: Value

@@ -123,3 +123,11 @@ final class LeasedConnection: Sendable {
         return connection.isClosed ? DatabaseConnectionClosed() : DatabaseDeadlineExceeded(leased: true)
     }
 }
+
+/// A flag one task sets and others read without waiting (a lease taken, a record written).
+package final class OnceFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    package init() {}
+    package func set() { flag.store(true, ordering: .releasing) }
+    package var isSet: Bool { flag.load(ordering: .acquiring) }
+}
