@@ -45,10 +45,7 @@ import Testing
                 var filter = FeedFilter()
                 filter.viewerID = viewer
                 let page = try await store.list(filter, limit: 6, after: nil, on: connection)
-                var plans: [(Int, Int)] = []
-                for try await row in try await connection.query("""
-                    SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE 'bookworm_home_feed_%'
-                    """, logger: Self.logger).decode((Int, Int).self) { plans.append(row) }
+                let plans = try await PlanRows.preparedPlans(like: "bookworm_home_feed_%", on: connection, logger: Self.logger)
                 return page.count == 6 && !page.contains { $0.author.id == blocked } ? plans : []
             }
             #expect(plans.count == 1 && plans.allSatisfy { $0.0 == 1 && $0.1 == 0 }, "\(plans)")

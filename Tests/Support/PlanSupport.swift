@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 
 /// Reading `EXPLAIN (FORMAT JSON)` output: its nodes, and how much of a table a plan really touched.
@@ -28,5 +29,17 @@ extension TestApp {
             """)
         for try await count in rows.decode(Int64.self) { return count > 0 }
         return false
+    }
+}
+
+extension PlanRows {
+    /// (generic plans, custom plans) of each statement prepared on `connection` whose name is
+    /// LIKE `pattern`: a statement held to its generic plan shows one and none.
+    package static func preparedPlans(like pattern: String, on connection: PostgresConnection, logger: Logger) async throws -> [(Int, Int)] {
+        var plans: [(Int, Int)] = []
+        for try await row in try await connection.query("""
+            SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE \(pattern)
+            """, logger: logger).decode((Int, Int).self) { plans.append(row) }
+        return plans
     }
 }
