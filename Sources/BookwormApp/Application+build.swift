@@ -189,7 +189,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                                           policy: config.contact, logger: logger))
         .addRoutes(authenticated: authenticated)
     BooksRoutes(books: BooksStore(client: client, logger: logger)).addRoutes(public: v1, authenticated: authenticated)
-    CopiesRoutes(service: copies, users: users, library: CopiesService(client: reads, logger: logger),
+    CopiesRoutes(service: copies, users: users, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
                  publicUsers: AccountsStore(client: reads, logger: logger))
         .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)

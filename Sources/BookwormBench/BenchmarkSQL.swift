@@ -73,11 +73,26 @@ extension SQLStatement {
 /// What the catalog benchmark needs to compare the service with pgbench on the same SQL.
 enum CatalogBenchmarkSQL {
     /// The library search the server runs for `GET /v1/copies?q=<query>&limit=<limit>`, with
-    /// its parameters written in as literals.
-    static func librarySearch(query: String, limit: Int) -> String {
+    /// its parameters written in as literals: the prepared shape the server chooses from the
+    /// same statistics (`SearchFrequencies`), and the shape's name.
+    static func librarySearch(query: String, limit: Int, database: BenchDatabase) throws -> (sql: String, shape: LibrarySearchShape) {
         var filter = CopyFilter()
         filter.words = CatalogValidation.searchWords(query)
-        return CopiesStore.listStatement(filter, limit: limit + 1, after: nil).literalSQL
+        let words = filter.words ?? []
+        let lexemes = try database.lines("""
+            SELECT e FROM pg_stats, unnest(most_common_elems::text::text[]) AS e
+            WHERE schemaname = current_schema() AND tablename = 'copies' AND attname = 'search'
+            """)
+        let frequencies = try database.lines("""
+            SELECT f FROM pg_stats, unnest(most_common_elem_freqs) AS f
+            WHERE schemaname = current_schema() AND tablename = 'copies' AND attname = 'search'
+            """).compactMap(Double.init)
+        let rows = Double(try database.lines("SELECT reltuples::float8 FROM pg_class WHERE oid = 'copies'::regclass").first ?? "") ?? -1
+        guard let figures = SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: rows) else {
+            throw Shell.Failure(description: "copies have no statistics to choose a search's shape by (ANALYZE copies)")
+        }
+        let shape = LibrarySearchShape.choose(matches: SearchFrequencies.estimate(words, figures), rows: figures.rows, limit: limit + 1)
+        return (CopiesStore.searchStatement(filter, limit: limit + 1, after: nil, shape: shape).literalSQL, shape)
     }
 }
 

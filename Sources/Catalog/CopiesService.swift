@@ -25,10 +25,11 @@ package struct CopiesService: Sendable {
     let pins: PinsStore
     let logger: Logger
 
-    package init(client: Database, logger: Logger) {
+    /// `frequencies`: for the library's service, so that searches run prepared (`LibrarySearchSQL`).
+    package init(client: Database, logger: Logger, frequencies: SearchFrequencies? = nil) {
         self.client = client
         self.books = BooksStore(client: client, logger: logger)
-        self.copies = CopiesStore(client: client, logger: logger)
+        self.copies = CopiesStore(client: client, logger: logger, frequencies: frequencies)
         self.photos = PhotosStore(client: client, logger: logger)
         self.pins = PinsStore(client: client, logger: logger)
         self.logger = logger

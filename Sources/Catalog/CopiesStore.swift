@@ -23,10 +23,13 @@ package struct CopyFilter: Sendable {
 package struct CopiesStore: Sendable {
     package let client: Database
     package let logger: Logger
+    /// Set for the library's reads: searches then run prepared (`LibrarySearchSQL`).
+    let frequencies: SearchFrequencies?
 
-    package init(client: Database, logger: Logger) {
+    package init(client: Database, logger: Logger, frequencies: SearchFrequencies? = nil) {
         self.client = client
         self.logger = logger
+        self.frequencies = frequencies
     }
 
     package static let columns = """
@@ -103,6 +106,9 @@ package struct CopiesStore: Sendable {
     package func list(_ filter: CopyFilter, limit: Int, after: Cursor?, on connection: PostgresConnection? = nil) async throws -> [CopyView] {
         if Self.isPlainLibrary(filter) {
             return try Self.views(Rows(rows: try await plainLibraryRows(filter, limit: limit, after: after, on: connection)))
+        }
+        if Self.isPlainSearch(filter), let views = try await searchViews(filter, limit: limit, after: after, on: connection) {
+            return views
         }
         let statement = Self.listStatement(filter, limit: limit, after: after)
         return try Self.views(try await client.query(statement.query, on: connection, logger: logger))

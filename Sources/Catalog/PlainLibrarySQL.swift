@@ -5,8 +5,8 @@ import PostgresNIO
 /// The plain library (`GET /v1/copies` with no `q`, `isbn` or `condition`): its commonest read,
 /// prepared once per pooled connection and run on its generic plan. As an unnamed statement
 /// PostgreSQL planned it on every request, and planning cost more than running it (0.65 against
-/// 0.51 ms for page 1 of 1,000,000 copies in `EXPLAIN ANALYZE`, 2026-11-26). A search stays
-/// unnamed: its best plan depends on how common its words are (see `CopiesStore.listStatement`).
+/// 0.51 ms for page 1 of 1,000,000 copies in `EXPLAIN ANALYZE`, 2026-11-26). A search has
+/// statements of its own (`LibrarySearchSQL`).
 /// Each shape (first page, or after a cursor) is a statement of its own, so that the cursor is
 /// an index condition. `thePlainLibrarysGenericPlanReadsOnlyThePage` holds the plans to the page.
 extension CopiesStore {
@@ -41,24 +41,16 @@ extension CopiesStore {
     {
         let values = Self.plainLibraryValues(filter, limit: limit, after: after)
         return after == nil
-            ? try await client.executeOnGenericPlan(PlainLibraryFirstSQL(values: values), on: connection, logger: logger)
-            : try await client.executeOnGenericPlan(PlainLibraryAfterSQL(values: values), on: connection, logger: logger)
+            ? try await client.executeOnGenericPlan(PlainLibrarySQL<FirstPage>(values: values), on: connection, logger: logger)
+            : try await client.executeOnGenericPlan(PlainLibrarySQL<AfterCursor>(values: values), on: connection, logger: logger)
     }
 }
 
-/// `CopiesStore.plainLibraryText` for page 1, prepared. Its parameter types are given because
-/// the text leaves the cursor's two unused.
-struct PlainLibraryFirstSQL: PreparedSQL {
-    static let name = "bookworm_plain_library_first"
-    static var sql: String { CopiesStore.plainLibraryText(cursor: false) }
-    static var bindingDataTypes: [PostgresDataType] { [.int8, .uuid, .uuid, .int8] }
-    let values: [SQLValue]
-}
-
-/// `CopiesStore.plainLibraryText` past a cursor, prepared.
-struct PlainLibraryAfterSQL: PreparedSQL {
-    static let name = "bookworm_plain_library_after"
-    static var sql: String { CopiesStore.plainLibraryText(cursor: true) }
+/// `CopiesStore.plainLibraryText` for page 1 or past a cursor, prepared. Its parameter types are
+/// given because page 1 leaves the cursor's two unused.
+struct PlainLibrarySQL<Page: PageFlag>: PreparedSQL {
+    static var name: String { "bookworm_plain_library_\(Page.cursor ? "after" : "first")" }
+    static var sql: String { CopiesStore.plainLibraryText(cursor: Page.cursor) }
     static var bindingDataTypes: [PostgresDataType] { [.int8, .uuid, .uuid, .int8] }
     let values: [SQLValue]
 }

@@ -6,8 +6,8 @@ import Testing
 @testable import Catalog
 @testable import BookwormTestSupport
 
-/// The plain library runs prepared on its generic plan (`PlainLibraryFirstSQL`,
-/// `PlainLibraryAfterSQL`): that plan must read copies newest first and stop at the page, for a
+/// The plain library runs prepared on its generic plan (`PlainLibrarySQL`, a statement for page 1
+/// and one past a cursor): that plan must read copies newest first and stop at the page, for a
 /// reader signed out or in, on page 1 or past a cursor; the server must run it from its first
 /// request, and give the same pages as the unnamed statement it replaced.
 @Suite struct PlainLibraryPlanTests {
