@@ -118,32 +118,12 @@ import Testing
     }
 
     /// The indexes the prepared search's generic plan reads copies by, and how many copies it read.
-    private static func genericPlan(_ filter: CopyFilter, after: Cursor?, app: TestApp) async throws
-        -> (indexes: [String], read: Int)
-    {
+    private static func genericPlan(_ filter: CopyFilter, after: Cursor?, app: TestApp) async throws -> (indexes: [String], read: Int) {
         try await app.db.withConnection { connection in
-            try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
-            let text = CopiesStore.searchText(cursor: after != nil)
-            try await connection.query(PostgresQuery(unsafeSQL: "PREPARE search_plan(text[], int8, uuid, uuid, int8) AS \(text)"),
-                                       logger: Self.logger)
-            let values = CopiesStore.searchValues(filter, limit: 21, after: after)
-            let arguments = values.map { value -> String in
-                switch value {
-                case .textArray(let words): "ARRAY[" + (words ?? []).map { "'\($0)'" }.joined(separator: ",") + "]::text[]"
-                case .int(let number): number.map(String.init) ?? "NULL"
-                case .uuid(let id): id.map { "'\($0.uuidString)'" } ?? "NULL"
-                default: "NULL"
-                }
-            }
-            var plan = ""
-            for try await part in try await connection.query(PostgresQuery(unsafeSQL: """
-                EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE search_plan(\(arguments.joined(separator: ", ")))
-                """), logger: Self.logger).decode(String.self) { plan += part }
-            try await connection.query("DEALLOCATE search_plan", logger: Self.logger)
-            try await connection.query("RESET plan_cache_mode", logger: Self.logger)
-            let json = try JSONSerialization.jsonObject(with: Data(plan.utf8))
-            let indexes = PlanRows.nodes(in: json).compactMap { $0["Index Name"] as? String }
-            return (indexes, PlanRows.read("copies", in: json))
+            let plan = try await PlanRows.genericPlan(CopiesStore.searchText(cursor: after != nil), types: "text[], int8, uuid, uuid, int8",
+                                                      arguments: PlanRows.literals(CopiesStore.searchValues(filter, limit: 21, after: after)),
+                                                      on: connection, logger: Self.logger)
+            return (PlanRows.nodes(in: plan).compactMap { $0["Index Name"] as? String }, PlanRows.read("copies", in: plan))
         }
     }
 }

@@ -80,24 +80,9 @@ import Testing
     /// The copies rows the generic plan of `text` read and the rows it returned, for `values`.
     private static func genericPlanRead(_ text: String, _ values: [SQLValue], app: TestApp) async throws -> (Int, Int) {
         try await app.db.withConnection { connection in
-            try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
-            try await connection.query(PostgresQuery(unsafeSQL: "PREPARE library_plan(int8, uuid, uuid, int8) AS \(text)"),
-                                       logger: Self.logger)
-            var plan = ""
-            let arguments = values.map { value -> String in
-                switch value {
-                case .int(let number): number.map(String.init) ?? "NULL"
-                case .uuid(let id): id.map { "'\($0.uuidString)'" } ?? "NULL"
-                default: "NULL"
-                }
-            }
-            let explain = PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE library_plan(\(arguments.joined(separator: ", ")))")
-            for try await part in try await connection.query(explain, logger: Self.logger).decode(String.self) { plan += part }
-            try await connection.query("DEALLOCATE library_plan", logger: Self.logger)
-            try await connection.query("RESET plan_cache_mode", logger: Self.logger)
-            let json = try JSONSerialization.jsonObject(with: Data(plan.utf8))
-            let top = (json as? [[String: Any]])?.first?["Plan"] as? [String: Any]
-            return (PlanRows.read("copies", in: json), top?["Actual Rows"] as? Int ?? -1)
+            let plan = try await PlanRows.genericPlan(text, types: "int8, uuid, uuid, int8", arguments: PlanRows.literals(values),
+                                                      on: connection, logger: Self.logger)
+            return (PlanRows.read("copies", in: plan), PlanRows.returned(by: plan))
         }
     }
 }

@@ -55,19 +55,9 @@ import Testing
     /// The posts rows `statement`'s generic plan read and the rows it returned, for `arguments`.
     private static func genericPlanRead(_ statement: SQLStatement, app: TestApp, arguments: [String]) async throws -> (Int, Int) {
         try await app.db.withConnection { connection in
-            try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                PREPARE home_plan(text, text, uuid, int8, uuid, int8, uuid) AS \(statement.sql)
-                """), logger: Self.logger)
-            var plan = ""
-            for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
-                EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE home_plan(\(arguments.joined(separator: ", ")))
-                """), logger: Self.logger).decode(String.self) { plan += text }
-            try await connection.query("DEALLOCATE home_plan", logger: Self.logger)
-            try await connection.query("RESET plan_cache_mode", logger: Self.logger)
-            let json = try JSONSerialization.jsonObject(with: Data(plan.utf8))
-            let top = (json as? [[String: Any]])?.first?["Plan"] as? [String: Any]
-            return (PlanRows.read("posts", in: json), top?["Actual Rows"] as? Int ?? -1)
+            let plan = try await PlanRows.genericPlan(statement.sql, types: "text, text, uuid, int8, uuid, int8, uuid", arguments: arguments,
+                                                      on: connection, logger: Self.logger)
+            return (PlanRows.read("posts", in: plan), PlanRows.returned(by: plan))
         }
     }
 }

@@ -1,3 +1,4 @@
+import BookwormCore
 import Foundation
 import Logging
 import PostgresNIO
@@ -41,5 +42,41 @@ extension PlanRows {
             SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE \(pattern)
             """, logger: logger).decode((Int, Int).self) { plans.append(row) }
         return plans
+    }
+}
+
+extension PlanRows {
+    /// `EXPLAIN (ANALYZE, FORMAT JSON)` of `sql` run once on its generic plan (prepared with
+    /// parameter `types`, run with `arguments` written as SQL literals), parsed.
+    package static func genericPlan(_ sql: String, types: String, arguments: [String], on connection: PostgresConnection,
+                                    logger: Logger) async throws -> Any {
+        try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
+        try await connection.query(PostgresQuery(unsafeSQL: "PREPARE generic_plan_probe(\(types)) AS \(sql)"), logger: logger)
+        var plan = ""
+        for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
+            EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_plan_probe(\(arguments.joined(separator: ", ")))
+            """), logger: logger).decode(String.self) { plan += text }
+        try await connection.query("DEALLOCATE generic_plan_probe", logger: logger)
+        try await connection.query("RESET plan_cache_mode", logger: logger)
+        return try JSONSerialization.jsonObject(with: Data(plan.utf8))
+    }
+
+    /// The rows the plan's top node returned (`ANALYZE`).
+    package static func returned(by plan: Any) -> Int {
+        ((plan as? [[String: Any]])?.first?["Plan"] as? [String: Any])?["Actual Rows"] as? Int ?? -1
+    }
+
+    /// `values` as SQL literals, for `genericPlan`'s arguments.
+    package static func literals(_ values: [SQLValue]) -> [String] {
+        values.map { value in
+            switch value {
+            case .text(let text): text.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL"
+            case .textArray(let words): words.map { "ARRAY[" + $0.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
+                .joined(separator: ",") + "]::text[]" } ?? "NULL"
+            case .int(let number): number.map(String.init) ?? "NULL"
+            case .uuid(let id): id.map { "'\($0.uuidString)'" } ?? "NULL"
+            default: "NULL"
+            }
+        }
     }
 }
