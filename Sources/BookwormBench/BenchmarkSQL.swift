@@ -88,7 +88,11 @@ enum CatalogBenchmarkSQL {
             WHERE schemaname = current_schema() AND tablename = 'copies' AND attname = 'search'
             """).compactMap(Double.init)
         let rows = Double(try database.lines("SELECT reltuples::float8 FROM pg_class WHERE oid = 'copies'::regclass").first ?? "") ?? -1
-        guard let figures = SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: rows) else {
+        let room = Int(try database.lines("""
+            SELECT 10 * (CASE WHEN attstattarget >= 0 THEN attstattarget ELSE current_setting('default_statistics_target')::int END)
+            FROM pg_attribute WHERE attrelid = 'copies'::regclass AND attname = 'search'
+            """).first ?? "") ?? 1000
+        guard let figures = SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: rows, listRoom: room) else {
             throw Shell.Failure(description: "copies have no statistics to choose a search's shape by (ANALYZE copies)")
         }
         let shape = LibrarySearchShape.choose(matches: SearchFrequencies.estimate(words, figures), rows: figures.rows, limit: limit + 1)

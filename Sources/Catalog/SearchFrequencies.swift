@@ -9,21 +9,31 @@ import Synchronization
 /// library search's prepared shape without PostgreSQL planning the search on every request
 /// (0.8–1.0 ms for this statement, more than the server's whole share of a request). The
 /// estimate follows PostgreSQL's own for `@@` (`tsquery_opr_selec`): a listed lexeme has its
-/// frequency, an unlisted one at most half the least listed, a prefix the sum of the listed
+/// frequency, an unlisted one at most half the least listed (and, when the list has room
+/// left, no more than `ANALYZE`'s own cutoff for listing: see `Figures.unlisted`), a prefix the sum of the listed
 /// lexemes it starts, and the words of a query are taken as independent. The figures are read
 /// again after `refreshAfter` of the app's clock.
 package final class SearchFrequencies: Sendable {
     package struct Figures: Sendable {
         var lexemes: [String: Double]
-        var leastListed: Double
         package var rows: Double
+        /// The share of copies a lexeme missing from the list is taken to match. PostgreSQL takes
+        /// half the least listed one's, at most `defaultSelectivity`. A list shorter than its room
+        /// (`listRoom`, ten lexemes per unit of the statistics target) holds every lexeme above
+        /// `ANALYZE`'s cutoff (`ts_typanalyze`: nine occurrences per bucket of about 144,000
+        /// lexemes at the default target), so one missing from it is rarer than that: about 3 in
+        /// 10,000 copies at five lexemes a copy. A typo then reads the words' index instead of
+        /// every copy newest first (256 ms at 1,000,000 copies).
+        var unlisted: Double
 
         /// `frequencies` as `pg_stats.most_common_elem_freqs` gives them (the listed lexemes' first).
-        package init?(lexemes: [String], frequencies: [Double], rows: Double) {
+        package init?(lexemes: [String], frequencies: [Double], rows: Double, listRoom: Int) {
             guard rows >= 0, !lexemes.isEmpty, frequencies.count >= lexemes.count else { return nil }
             self.lexemes = Dictionary(zip(lexemes, frequencies.prefix(lexemes.count)), uniquingKeysWith: max)
-            self.leastListed = self.lexemes.values.min() ?? SearchFrequencies.defaultSelectivity
             self.rows = rows
+            let leastListed = self.lexemes.values.min() ?? SearchFrequencies.defaultSelectivity
+            let postgres = min(SearchFrequencies.defaultSelectivity, leastListed / 2)
+            unlisted = lexemes.count < listRoom ? min(postgres, 0.0003) : postgres
         }
     }
 
@@ -52,7 +62,7 @@ package final class SearchFrequencies: Sendable {
     }
 
     package static func estimate(_ words: [String], _ figures: Figures) -> Double {
-        let unlisted = min(defaultSelectivity, figures.leastListed / 2)
+        let unlisted = figures.unlisted
         var selectivity = 1.0
         for (index, word) in words.enumerated() {
             let lexeme = fold(word)
@@ -103,14 +113,17 @@ package final class SearchFrequencies: Sendable {
 
     private static func read(client: Database, logger: Logger) async throws -> Figures? {
         let rows = try await client.query("""
-            SELECT coalesce(s.most_common_elems::text::text[], '{}'), coalesce(s.most_common_elem_freqs, '{}'), c.reltuples::float8
+            SELECT coalesce(s.most_common_elems::text::text[], '{}'), coalesce(s.most_common_elem_freqs, '{}'), c.reltuples::float8,
+                   10 * (CASE WHEN a.attstattarget >= 0 THEN a.attstattarget
+                              ELSE current_setting('default_statistics_target')::int END)::int8
             FROM pg_class c
+            JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'search'
             LEFT JOIN pg_stats s ON s.schemaname = current_schema() AND s.tablename = 'copies' AND s.attname = 'search'
             WHERE c.oid = 'copies'::regclass
             """, logger: logger)
-        for try await (lexemes, frequencies, rows) in rows.decode(([String], [Float], Double).self) {
+        for try await (lexemes, frequencies, rows, room) in rows.decode(([String], [Float], Double, Int).self) {
             // Never analysed (reltuples -1) or without a listed lexeme: nothing to go on.
-            return Figures(lexemes: lexemes, frequencies: frequencies.map(Double.init), rows: rows)
+            return Figures(lexemes: lexemes, frequencies: frequencies.map(Double.init), rows: rows, listRoom: room)
         }
         return nil
     }

@@ -69,10 +69,24 @@ import Testing
                     "\(common) \(rare) \(absent)")
             #expect(LibrarySearchShape.choose(matches: common.matches, rows: common.rows, limit: 21) == .newest)
             #expect(LibrarySearchShape.choose(matches: rare.matches, rows: rare.rows, limit: 21) == .planned)
+            let typo = try #require(await analysed.estimate(["zzz"], client: app.db, logger: Self.logger))
+            #expect(LibrarySearchShape.choose(matches: typo.matches, rows: typo.rows, limit: 21) == .planned, "\(typo)")
             // A one- or two-letter prefix is taken as common whatever the list says.
             let short = try #require(await analysed.estimate(["qu"], client: app.db, logger: Self.logger))
             #expect(short.matches == short.rows)
         }
+    }
+
+    @Test func anUnlistedWordIsRarerThanPostgreSQLAssumesOnlyWhileTheListHasRoom() throws {
+        let lexemes = ["shadow", "the"], frequencies = [0.02, 0.5, 0.02, 0.5]
+        let roomy = try #require(SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: 1_000_000, listRoom: 1_000))
+        let full = try #require(SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: 1_000_000, listRoom: 2))
+        #expect(abs(SearchFrequencies.estimate(["zzz"], roomy) - 300) < 1e-6)
+        #expect(abs(SearchFrequencies.estimate(["zzz"], full) - 5_000) < 1e-6)  // min(0.005, 0.02 / 2), as PostgreSQL
+        #expect(abs(SearchFrequencies.estimate(["the", "shad"], full) - 10_000) < 1e-6)
+        #expect(abs(SearchFrequencies.estimate(["Thé", "sha"], roomy) - 10_000) < 1e-6)  // folded like bookworm_fold
+        #expect(SearchFrequencies.Figures(lexemes: [], frequencies: [], rows: 1_000_000, listRoom: 1_000) == nil)
+        #expect(SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: -1, listRoom: 1_000) == nil)
     }
 
     @Test func aSearchOverHTTPAnswersAsTheUnnamedStatementDoes() async throws {
