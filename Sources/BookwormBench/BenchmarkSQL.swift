@@ -2,6 +2,7 @@ import BookwormCore
 import Catalog
 import Discovery
 import Foundation
+import Logging
 import Mail
 import Places
 
@@ -73,29 +74,15 @@ extension SQLStatement {
 /// What the catalog benchmark needs to compare the service with pgbench on the same SQL.
 enum CatalogBenchmarkSQL {
     /// The library search the server runs for `GET /v1/copies?q=<query>&limit=<limit>`, with
-    /// its parameters written in as literals: the prepared shape the server chooses from the
-    /// same statistics (`SearchFrequencies`), and the shape's name.
-    static func librarySearch(query: String, limit: Int, database: BenchDatabase) throws -> (sql: String, shape: LibrarySearchShape) {
+    /// its parameters written in as literals: the statement the server chooses from the same
+    /// statistics (`SearchFrequencies`), and which one it is.
+    static func librarySearch(query: String, limit: Int, database: Database) async throws -> (sql: String, shape: LibrarySearchShape) {
         var filter = CopyFilter()
         filter.words = CatalogValidation.searchWords(query)
-        let words = filter.words ?? []
-        let lexemes = try database.lines("""
-            SELECT e FROM pg_stats, unnest(most_common_elems::text::text[]) AS e
-            WHERE schemaname = current_schema() AND tablename = 'copies' AND attname = 'search'
-            """)
-        let frequencies = try database.lines("""
-            SELECT f FROM pg_stats, unnest(most_common_elem_freqs) AS f
-            WHERE schemaname = current_schema() AND tablename = 'copies' AND attname = 'search'
-            """).compactMap(Double.init)
-        let rows = Double(try database.lines("SELECT reltuples::float8 FROM pg_class WHERE oid = 'copies'::regclass").first ?? "") ?? -1
-        let room = Int(try database.lines("""
-            SELECT 10 * (CASE WHEN attstattarget >= 0 THEN attstattarget ELSE current_setting('default_statistics_target')::int END)
-            FROM pg_attribute WHERE attrelid = 'copies'::regclass AND attname = 'search'
-            """).first ?? "") ?? 1000
-        guard let figures = SearchFrequencies.Figures(lexemes: lexemes, frequencies: frequencies, rows: rows, listRoom: room) else {
-            throw Shell.Failure(description: "copies have no statistics to choose a search's shape by (ANALYZE copies)")
+        guard let shape = await SearchFrequencies(clock: SystemClock()).shape(filter.words ?? [], limit: limit + 1, client: database,
+                                                                              logger: Logger(label: "bench")) else {
+            throw Shell.Failure(description: "copies have no statistics to choose a search's statement by (ANALYZE copies)")
         }
-        let shape = LibrarySearchShape.choose(matches: SearchFrequencies.estimate(words, figures), rows: figures.rows, limit: limit + 1)
         return (CopiesStore.searchStatement(filter, limit: limit + 1, after: nil, shape: shape).literalSQL, shape)
     }
 }

@@ -37,8 +37,10 @@ struct CatalogBenchmark {
 
         let encoded = query.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? query
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-library-\(getpid()).sql").path
-        let search = try CatalogBenchmarkSQL.librarySearch(query: query, limit: 20, database: database)
-        print("library search \"\(query)\": the server's prepared shape is \(search.shape.rawValue)")
+        let search = try await server.withClients { _, asServer in
+            try await CatalogBenchmarkSQL.librarySearch(query: query, limit: 20, database: asServer)
+        }
+        print("library search \"\(query)\": the server's statement is \(search.shape.rawValue)")
         try (search.sql + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
         // The reference is pgbench prepared (a skilled user prepares); the default simple
         // protocol, which parses and plans every run, is printed beside it. In alternating

@@ -89,7 +89,7 @@ package struct CopiesStore: Sendable {
         guard !ids.isEmpty else { return [:] }
         let query: PostgresQuery = "SELECT \(unescaped: Self.columns) \(unescaped: Self.joins) WHERE c.id = ANY(\(ids)) AND c.owner_id = \(owner)"
         var views: [UUID: CopyView] = [:]
-        for view in try Self.views(try await client.query(query, logger: logger)) { views[view.id] = view }
+        for view in try Self.views(try await client.query(query, logger: logger).rows) { views[view.id] = view }
         return views
     }
 
@@ -105,23 +105,20 @@ package struct CopiesStore: Sendable {
     /// Newest first by keyset; one query per page whatever its length.
     package func list(_ filter: CopyFilter, limit: Int, after: Cursor?, on connection: PostgresConnection? = nil) async throws -> [CopyView] {
         if Self.isPlainLibrary(filter) {
-            return try Self.views(Rows(rows: try await plainLibraryRows(filter, limit: limit, after: after, on: connection)))
+            return try Self.views(try await plainLibraryRows(filter, limit: limit, after: after, on: connection))
         }
         if Self.isPlainSearch(filter), let views = try await searchViews(filter, limit: limit, after: after, on: connection) {
             return views
         }
         let statement = Self.listStatement(filter, limit: limit, after: after)
-        return try Self.views(try await client.query(statement.query, on: connection, logger: logger))
+        return try Self.views(try await client.query(statement.query, on: connection, logger: logger).rows)
     }
 
     /// Every row of a page of `columns`, decoded column by column: decoding the 16-column tuple
     /// through PostgresNIO's parameter packs looked up generic metadata for every cell, 14 % of
     /// the server's CPU for a library page of 20 (perf, 2026-11-26).
-    package static func views(_ rows: Rows) throws -> [CopyView] {
-        var views: [CopyView] = []
-        views.reserveCapacity(rows.rows.count)
-        for row in rows.rows { views.append(view(try Self.row(PostgresRandomAccessRow(row), from: 0))) }
-        return views
+    package static func views(_ rows: [PostgresRow]) throws -> [CopyView] {
+        try rows.map { view(try Self.row(PostgresRandomAccessRow($0), from: 0)) }
     }
 
     /// Built as text plus values so the benchmark can hand the identical SQL to pgbench. Only the

@@ -27,13 +27,20 @@ package enum LibrarySearchShape: String, Sendable {
 
 extension CopiesStore {
     static func isPlainSearch(_ filter: CopyFilter) -> Bool {
-        filter.words != nil && filter.isbn13 == nil && filter.condition == nil && filter.ownerID == nil && !filter.includeAllStatuses
+        filter.words != nil && hasOnlyWordsOrViewer(filter)
     }
 
     /// `$1` the words, `$2`, `$3` the cursor's position and id (unused on page 1), `$4` the
     /// viewer or NULL, `$5` the limit. The words are a function call, which no index serves: the
     /// generic plan would read the words' index instead, whose estimate it cannot make without them.
     static func searchText(cursor: Bool) -> String {
+        cursor ? searchTexts.after : searchTexts.first
+    }
+
+    // Built once: PostgresNIO reads a prepared statement's text on every run.
+    private static let searchTexts = (first: searchSQL(cursor: false), after: searchSQL(cursor: true))
+
+    private static func searchSQL(cursor: Bool) -> String {
         let after = cursor ? "AND (c.created_at, c.id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3)" : ""
         // The book and the owner by lateral lookups: the generic plan cannot know the limit,
         // takes a tenth of the candidates for the page, and hash-joined every user for it.
@@ -68,8 +75,7 @@ extension CopiesStore {
         -> [CopyView]?
     {
         guard let frequencies, let words = filter.words,
-              let (matches, rows) = await frequencies.estimate(words, client: client, logger: logger),
-              LibrarySearchShape.choose(matches: matches, rows: rows, limit: limit) == .newest else { return nil }
+              await frequencies.shape(words, limit: limit, client: client, logger: logger) == .newest else { return nil }
         return try await newestRows(Self.searchValues(filter, limit: limit, after: after), cursor: after != nil, on: connection)
     }
 
@@ -77,7 +83,7 @@ extension CopiesStore {
         let rows = cursor
             ? try await client.executeOnGenericPlan(LibrarySearchSQL<AfterCursor>(values: values), on: connection, logger: logger)
             : try await client.executeOnGenericPlan(LibrarySearchSQL<FirstPage>(values: values), on: connection, logger: logger)
-        return try Self.views(Rows(rows: rows))
+        return try Self.views(rows)
     }
 }
 

@@ -11,7 +11,12 @@ import PostgresNIO
 /// an index condition. `thePlainLibrarysGenericPlanReadsOnlyThePage` holds the plans to the page.
 extension CopiesStore {
     static func isPlainLibrary(_ filter: CopyFilter) -> Bool {
-        filter.words == nil && filter.isbn13 == nil && filter.condition == nil && filter.ownerID == nil && !filter.includeAllStatuses
+        filter.words == nil && hasOnlyWordsOrViewer(filter)
+    }
+
+    /// The library as anyone sees it, narrowed by nothing but the words (if any) and the reader.
+    static func hasOnlyWordsOrViewer(_ filter: CopyFilter) -> Bool {
+        filter.isbn13 == nil && filter.condition == nil && filter.ownerID == nil && !filter.includeAllStatuses
     }
 
     /// `$1`, `$2`: the cursor's position and id (unused on page 1); `$3` the viewer or NULL; `$4` the limit.

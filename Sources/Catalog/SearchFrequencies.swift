@@ -16,7 +16,9 @@ import Synchronization
 package final class SearchFrequencies: Sendable {
     package struct Figures: Sendable {
         var lexemes: [String: Double]
-        package var rows: Double
+        /// The same, sorted, so the lexemes a prefix starts are found by binary search.
+        var sorted: [(lexeme: String, frequency: Double)]
+        var rows: Double
         /// The share of copies a lexeme missing from the list is taken to match. PostgreSQL takes
         /// half the least listed one's, at most `defaultSelectivity`. A list shorter than its room
         /// (`listRoom`, ten lexemes per unit of the statistics target) holds every lexeme above
@@ -27,9 +29,10 @@ package final class SearchFrequencies: Sendable {
         var unlisted: Double
 
         /// `frequencies` as `pg_stats.most_common_elem_freqs` gives them (the listed lexemes' first).
-        package init?(lexemes: [String], frequencies: [Double], rows: Double, listRoom: Int) {
+        init?(lexemes: [String], frequencies: [Double], rows: Double, listRoom: Int) {
             guard rows >= 0, !lexemes.isEmpty, frequencies.count >= lexemes.count else { return nil }
             self.lexemes = Dictionary(zip(lexemes, frequencies.prefix(lexemes.count)), uniquingKeysWith: max)
+            sorted = self.lexemes.map { (lexeme: $0.key, frequency: $0.value) }.sorted { $0.lexeme < $1.lexeme }
             self.rows = rows
             let leastListed = self.lexemes.values.min() ?? SearchFrequencies.defaultSelectivity
             let postgres = min(SearchFrequencies.defaultSelectivity, leastListed / 2)
@@ -54,6 +57,12 @@ package final class SearchFrequencies: Sendable {
         self.clock = clock
     }
 
+    /// How a search for `words` should run; nil before the table has statistics.
+    package func shape(_ words: [String], limit: Int, client: Database, logger: Logger) async -> LibrarySearchShape? {
+        guard let figures = await current(client: client, logger: logger) else { return nil }
+        return LibrarySearchShape.choose(matches: Self.estimate(words, figures), rows: figures.rows, limit: limit)
+    }
+
     /// The copies `words` (the last one a prefix) probably match, and the copies there are;
     /// nil before the table has statistics.
     func estimate(_ words: [String], client: Database, logger: Logger) async -> (matches: Double, rows: Double)? {
@@ -61,18 +70,16 @@ package final class SearchFrequencies: Sendable {
         return (Self.estimate(words, figures), figures.rows)
     }
 
-    package static func estimate(_ words: [String], _ figures: Figures) -> Double {
+    static func estimate(_ words: [String], _ figures: Figures) -> Double {
         let unlisted = figures.unlisted
         var selectivity = 1.0
         for (index, word) in words.enumerated() {
             let lexeme = fold(word)
             if index == words.count - 1 {
                 // A prefix of one or two letters starts lexemes that are each too rare to be
-                // listed, yet together common: taken as common, which the capped newest-first
-                // shape survives whatever the truth.
+                // listed, yet together common: taken as common (newest first).
                 guard lexeme.count > 2 else { continue }
-                let listed = figures.lexemes.reduce(0) { $0 + ($1.key.hasPrefix(lexeme) ? $1.value : 0) }
-                selectivity *= max(listed, unlisted)
+                selectivity *= max(figures.listed(startingWith: lexeme), unlisted)
             } else {
                 selectivity *= figures.lexemes[lexeme] ?? unlisted
             }
@@ -126,5 +133,23 @@ package final class SearchFrequencies: Sendable {
             return Figures(lexemes: lexemes, frequencies: frequencies.map(Double.init), rows: rows, listRoom: room)
         }
         return nil
+    }
+}
+
+extension SearchFrequencies.Figures {
+    /// The summed frequencies of the listed lexemes that start with `prefix`: they sit together
+    /// in `sorted`, from the first that is not less than `prefix`.
+    func listed(startingWith prefix: String) -> Double {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle].lexeme < prefix { low = middle + 1 } else { high = middle }
+        }
+        var sum = 0.0
+        while low < sorted.count, sorted[low].lexeme.hasPrefix(prefix) {
+            sum += sorted[low].frequency
+            low += 1
+        }
+        return sum
     }
 }

@@ -95,7 +95,7 @@ package struct MatchesStore: Sendable {
             SELECT \(unescaped: CopiesStore.columns) \(unescaped: CopiesStore.joins) WHERE c.id = ANY(\(ids))
             """, logger: logger)
         var views: [UUID: CopyView] = [:]
-        for view in try CopiesStore.views(rows) { views[view.id] = view }
+        for view in try CopiesStore.views(rows.rows) { views[view.id] = view }
         return views
     }
 }

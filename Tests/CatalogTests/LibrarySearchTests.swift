@@ -26,7 +26,7 @@ import Testing
                     var after: Cursor?
                     for page in 0..<3 {
                         let expected = try CopiesStore.views(try await app.db.query(
-                            CopiesStore.listStatement(filter, limit: 40, after: after).query, logger: Self.logger))
+                            CopiesStore.listStatement(filter, limit: 40, after: after).query, logger: Self.logger).rows)
                         let got = try await store.newestRows(CopiesStore.searchValues(filter, limit: 40, after: after),
                                                              cursor: after != nil, on: nil)
                         #expect(got.map(\.id) == expected.map(\.id), "\(words), viewer \(reader != nil), page \(page)")
@@ -96,7 +96,7 @@ import Testing
                 var filter = CopyFilter()
                 filter.words = words
                 let expected = try CopiesStore.views(try await app.db.query(
-                    CopiesStore.listStatement(filter, limit: 21, after: nil).query, logger: Self.logger)).prefix(20).map(\.id.apiString)
+                    CopiesStore.listStatement(filter, limit: 21, after: nil).query, logger: Self.logger).rows).prefix(20).map(\.id.apiString)
                 let found = try await app.page("/v1/copies?limit=20&q=" + words.joined(separator: "%20"))
                 #expect(found.ids == Array(expected), "\(words)")
             }

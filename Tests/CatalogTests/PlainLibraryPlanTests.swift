@@ -51,7 +51,7 @@ import Testing
                 for _ in 0..<4 {
                     let plain = try await store.list(filter, limit: 50, after: after)
                     let general = try CopiesStore.views(try await app.db.query(
-                        CopiesStore.listStatement(filter, limit: 50, after: after).query, logger: Self.logger))
+                        CopiesStore.listStatement(filter, limit: 50, after: after).query, logger: Self.logger).rows)
                     #expect(plain.count == 50 && plain.map(\.id) == general.map(\.id))
                     after = plain.last?.cursor
                 }

@@ -270,10 +270,6 @@ package struct Rows: AsyncSequence, Sendable {
         rows = try await sequence.collect()
     }
 
-    package init(rows: [PostgresRow]) {
-        self.rows = rows
-    }
-
     package func makeAsyncIterator() -> Iterator { Iterator(base: rows.makeIterator()) }
 
     package struct Iterator: AsyncIteratorProtocol {
