@@ -110,6 +110,9 @@ package struct CopiesStore: Sendable {
         if Self.isPlainSearch(filter), let views = try await searchViews(filter, limit: limit, after: after, on: connection) {
             return views
         }
+        if let anchor = Self.anchor(of: filter) {
+            return try Self.views(try await anchoredRows(anchor, filter, limit: limit, after: after, on: connection))
+        }
         let statement = Self.listStatement(filter, limit: limit, after: after)
         return try Self.views(try await client.query(statement.query, on: connection, logger: logger).rows)
     }

@@ -27,10 +27,9 @@ extension CopiesStore {
     private static let plainLibraryTexts = (first: plainLibrarySQL(cursor: false), after: plainLibrarySQL(cursor: true))
 
     private static func plainLibrarySQL(cursor: Bool) -> String {
-        let after = "(c.created_at, c.id) < (timestamptz 'epoch' + $1 * interval '1 microsecond', $2) AND "
-        return """
+        """
             SELECT \(columns) \(joins)
-            WHERE \(cursor ? after : "")c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
+            WHERE \(cursor ? afterCursor : "")c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
               AND ($3::uuid IS NULL OR \(BlocksStore.noBlockBetween("$3", "c.owner_id")))
             ORDER BY c.created_at DESC, c.id DESC
             LIMIT $4

@@ -74,6 +74,7 @@ extension PlanRows {
             case .textArray(let words): words.map { "ARRAY[" + $0.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
                 .joined(separator: ",") + "]::text[]" } ?? "NULL"
             case .int(let number): number.map(String.init) ?? "NULL"
+            case .bool(let flag): flag ? "true" : "false"
             case .uuid(let id): id.map { "'\($0.uuidString)'" } ?? "NULL"
             default: "NULL"
             }
