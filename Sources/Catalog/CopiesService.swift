@@ -43,11 +43,8 @@ package struct CopiesService: Sendable {
     /// as they are of a copy hidden by reports or of a suspended owner.
     func visible(_ id: UUID, viewer: UUID?) async throws -> CopyView {
         let notFound = AppError.notFound("No copy with id \(id.apiString)")
-        guard let copy = try await copies.get(id), copy.status != CopyStatus.withdrawn.rawValue else { throw notFound }
-        guard copy.owner.id == viewer else {
-            guard try await copies.isShown(id) else { throw notFound }
-            return copy
-        }
+        guard let (copy, shown) = try await copies.detail(id), copy.status != CopyStatus.withdrawn.rawValue else { throw notFound }
+        guard copy.owner.id == viewer || shown else { throw notFound }
         return copy
     }
 

@@ -48,6 +48,30 @@ enum SampleImage {
         }
     }
 
+    /// One prepared statement reads the copy and whether others may see it (`CopyDetailSQL`).
+    @Test func aCopyHiddenByReportsOrOfASuspendedOwnerIsShownToItsOwnerOnly() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let reader = try await app.register()
+            let id = try #require(try await app.addCopy(owner.token)["id"] as? String)
+            let copy = try #require(UUID(uuidString: id))
+            func statuses() async throws -> [HTTPResponse.Status] {
+                [try await app.request(.get, "/v1/copies/\(id)", token: owner.token).status,
+                 try await app.request(.get, "/v1/copies/\(id)", token: reader.token).status,
+                 try await app.request(.get, "/v1/copies/\(id)").status]
+            }
+            #expect(try await statuses() == [.ok, .ok, .ok])
+            try await app.db.query("UPDATE copies SET hidden_at = now() WHERE id = \(copy)")
+            #expect(try await statuses() == [.ok, .notFound, .notFound])
+            try await app.db.query("UPDATE copies SET hidden_at = NULL WHERE id = \(copy)")
+            try await app.db.query("UPDATE users SET suspended_at = now() WHERE id = (SELECT owner_id FROM copies WHERE id = \(copy))")
+            #expect(try await app.request(.get, "/v1/copies/\(id)", token: reader.token).status == .notFound)
+            try await app.db.query("UPDATE users SET suspended_at = NULL WHERE id = (SELECT owner_id FROM copies WHERE id = \(copy))")
+            #expect(try await statuses() == [.ok, .ok, .ok])
+            #expect(try await app.request(.get, "/v1/copies/\(UUID().uuidString)", token: reader.token).status == .notFound)
+        }
+    }
+
     @Test func accentlessSearchFindsAccentedAuthorWithPrefixOnLastWord() async throws {
         try await withApp { app in
             let account = try await app.register()
