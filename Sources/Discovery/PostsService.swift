@@ -37,11 +37,7 @@ package struct PostsService: Sendable {
     /// A post hidden by reports, or by a suspended author, is there for its author only.
     package func get(_ id: UUID, viewer: UUID?) async throws -> PostView {
         let notFound = AppError.notFound("No post with id \(id.apiString)")
-        guard let post = try await posts.get(id) else { throw notFound }
-        guard post.author.id == viewer else {
-            guard try await posts.isShown(id) else { throw notFound }
-            return post
-        }
+        guard let (post, shown) = try await posts.detail(id), post.author.id == viewer || shown else { throw notFound }
         return post
     }
 

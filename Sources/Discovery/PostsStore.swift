@@ -53,13 +53,12 @@ package struct PostsStore: Sendable {
         return nil
     }
 
-    /// Whether others may see the post: not hidden by reports, author not suspended.
-    func isShown(_ id: UUID) async throws -> Bool {
-        let rows = try await client.query("""
-            SELECT \(unescaped: Visibility.shown("po", owner: "author_id")) FROM posts po WHERE po.id = \(id)
-            """, logger: logger)
-        for try await shown in rows.decode(Bool.self) { return shown }
-        return false
+    /// The post and whether others may see it (not hidden by reports, author not suspended), in
+    /// one prepared statement, as a copy's page reads its copy (`CopiesStore.detail`).
+    func detail(_ id: UUID) async throws -> (post: PostView, shown: Bool)? {
+        guard let row = try await client.execute(PostDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
+        let cells = PostgresRandomAccessRow(row)
+        return (Self.view(try Self.row(cells)), try cells[13].decode(Bool.self))
     }
 
     /// The posts among `ids` that `author` wrote (delta sync).
@@ -185,4 +184,12 @@ package struct PostsStore: Sendable {
     package func delete(_ id: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("DELETE FROM posts WHERE id = \(id)", logger: logger)
     }
+}
+
+/// `PostsStore.detail`'s statement: a lookup by primary key, prepared.
+struct PostDetailSQL: PreparedSQL {
+    static let name = "bookworm_post_detail"
+    static let sql = "SELECT \(PostsStore.columns), \(Visibility.shown("po", owner: "author_id")) \(PostsStore.joins) WHERE po.id = $1"
+    static var bindingDataTypes: [PostgresDataType] { [.uuid] }
+    let values: [SQLValue]
 }

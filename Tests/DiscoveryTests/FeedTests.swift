@@ -122,6 +122,30 @@ import Testing
         }
     }
 
+    /// One prepared statement reads the post and whether others may see it (`PostDetailSQL`).
+    @Test func aPostHiddenByReportsOrOfASuspendedAuthorIsShownToItsAuthorOnly() async throws {
+        try await withApp { app in
+            let alice = try await app.register()
+            let reader = try await app.register()
+            let id = try #require(try await app.addPost(alice.token, body: "Hidden soon")["id"] as? String)
+            let post = try #require(UUID(uuidString: id))
+            func statuses() async throws -> [HTTPResponse.Status] {
+                [try await app.request(.get, "/v1/posts/\(id)", token: alice.token).status,
+                 try await app.request(.get, "/v1/posts/\(id)", token: reader.token).status,
+                 try await app.request(.get, "/v1/posts/\(id)").status]
+            }
+            #expect(try await statuses() == [.ok, .ok, .ok])
+            try await app.db.query("UPDATE posts SET hidden_at = now() WHERE id = \(post)")
+            #expect(try await statuses() == [.ok, .notFound, .notFound])
+            try await app.db.query("UPDATE posts SET hidden_at = NULL WHERE id = \(post)")
+            try await app.db.query("UPDATE users SET suspended_at = now() WHERE id = (SELECT author_id FROM posts WHERE id = \(post))")
+            #expect(try await app.request(.get, "/v1/posts/\(id)", token: reader.token).status == .notFound)
+            try await app.db.query("UPDATE users SET suspended_at = NULL WHERE id = (SELECT author_id FROM posts WHERE id = \(post))")
+            #expect(try await statuses() == [.ok, .ok, .ok])
+            #expect(try await app.request(.get, "/v1/posts/\(UUID().uuidString)", token: reader.token).status == .notFound)
+        }
+    }
+
     @Test func deletedPostsVanishFromEveryFeed() async throws {
         try await withApp { app in
             let alice = try await app.register()
