@@ -56,9 +56,7 @@ enum SampleImage {
             let id = try #require(try await app.addCopy(owner.token)["id"] as? String)
             let copy = try #require(UUID(uuidString: id))
             func statuses() async throws -> [HTTPResponse.Status] {
-                [try await app.request(.get, "/v1/copies/\(id)", token: owner.token).status,
-                 try await app.request(.get, "/v1/copies/\(id)", token: reader.token).status,
-                 try await app.request(.get, "/v1/copies/\(id)").status]
+                try await app.statuses("/v1/copies/\(id)", tokens: [owner.token, reader.token, nil])
             }
             #expect(try await statuses() == [.ok, .ok, .ok])
             try await app.db.query("UPDATE copies SET hidden_at = now() WHERE id = \(copy)")

@@ -130,9 +130,7 @@ import Testing
             let id = try #require(try await app.addPost(alice.token, body: "Hidden soon")["id"] as? String)
             let post = try #require(UUID(uuidString: id))
             func statuses() async throws -> [HTTPResponse.Status] {
-                [try await app.request(.get, "/v1/posts/\(id)", token: alice.token).status,
-                 try await app.request(.get, "/v1/posts/\(id)", token: reader.token).status,
-                 try await app.request(.get, "/v1/posts/\(id)").status]
+                try await app.statuses("/v1/posts/\(id)", tokens: [alice.token, reader.token, nil])
             }
             #expect(try await statuses() == [.ok, .ok, .ok])
             try await app.db.query("UPDATE posts SET hidden_at = now() WHERE id = \(post)")

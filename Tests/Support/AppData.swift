@@ -91,3 +91,12 @@ extension TestApp {
         return ids
     }
 }
+
+extension TestApp {
+    /// The status of `GET path` for each token in turn (nil: signed out).
+    func statuses(_ path: String, tokens: [String?]) async throws -> [HTTPResponse.Status] {
+        var statuses: [HTTPResponse.Status] = []
+        for token in tokens { statuses.append(try await request(.get, path, token: token).status) }
+        return statuses
+    }
+}
