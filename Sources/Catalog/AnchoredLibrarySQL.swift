@@ -70,7 +70,7 @@ extension CopiesStore {
     }
 
     /// Past the cursor `$1`, `$2` (the plain page's too).
-    static let afterCursor = "(c.created_at, c.id) < (timestamptz 'epoch' + $1 * interval '1 microsecond', $2) AND "
+    static let afterCursor = olderThanCursor(micros: "$1", id: "$2") + " AND "
 
     static func anchoredValues(_ anchor: Anchor, _ filter: CopyFilter, limit: Int, after: Cursor?) -> [SQLValue] {
         let page: [SQLValue] = [.int(after.map { Int($0.micros) }), .uuid(after?.id)]

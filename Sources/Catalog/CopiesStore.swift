@@ -38,6 +38,14 @@ package struct CopiesStore: Sendable {
         b.id, b.isbn13, b.title, b.authors, u.id, u.username, u.display_name
         """
     package static let joins = "FROM copies c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id"
+    /// How many of `columns` there are: a statement's own columns after them start here.
+    static let columnCount = 16
+
+    /// Copies older than the cursor whose position and id are the parameters `micros` and `id`,
+    /// in (created_at, id) order: every library statement's keyset.
+    static func olderThanCursor(micros: String, id: String) -> String {
+        "(c.created_at, c.id) < (timestamptz 'epoch' + \(micros) * interval '1 microsecond', \(id))"
+    }
 
     package typealias Row = (UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
                      UUID, String?, String, [String], UUID, String, String?)
@@ -98,7 +106,7 @@ package struct CopiesStore: Sendable {
     func detail(_ id: UUID) async throws -> (copy: CopyView, shown: Bool)? {
         guard let row = try await client.execute(CopyDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
         let cells = PostgresRandomAccessRow(row)
-        return (Self.view(try Self.row(cells, from: 0)), try cells[16].decode(Bool.self))
+        return (Self.view(try Self.row(cells, from: 0)), try cells[Self.columnCount].decode(Bool.self))
     }
 
     /// Newest first by keyset; one query per page whatever its length.
@@ -142,8 +150,7 @@ package struct CopiesStore: Sendable {
         if let condition = filter.condition { conditions.append("c.condition = \(bind(.text(condition)))") }
         if let words = filter.words { conditions.append("c.search @@ bookworm_search_query(\(bind(.textArray(words))))") }
         if let after {
-            conditions.append("(c.created_at, c.id) < (timestamptz 'epoch' + \(bind(.int(Int(after.micros)))) * interval '1 microsecond', "
-                              + "\(bind(.uuid(after.id))))")
+            conditions.append(olderThanCursor(micros: bind(.int(Int(after.micros))), id: bind(.uuid(after.id))))
         }
         if let viewer = filter.viewerID { conditions.append(BlocksStore.noBlockBetween(bind(.uuid(viewer)), "c.owner_id")) }
         return SQLStatement(sql: """

@@ -41,7 +41,7 @@ extension CopiesStore {
     private static let searchTexts = (first: searchSQL(cursor: false), after: searchSQL(cursor: true))
 
     private static func searchSQL(cursor: Bool) -> String {
-        let after = cursor ? "AND (c.created_at, c.id) < (timestamptz 'epoch' + $2 * interval '1 microsecond', $3)" : ""
+        let after = cursor ? "AND " + olderThanCursor(micros: "$2", id: "$3") : ""
         // The book and the owner by lateral lookups: the generic plan cannot know the limit,
         // takes a tenth of the candidates for the page, and hash-joined every user for it.
         return """

@@ -23,6 +23,8 @@ package struct PostsStore: Sendable {
         u.id, u.username, u.display_name, b.id, b.isbn13, b.title, b.authors
         """
     package static let joins = "FROM posts po JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id"
+    /// How many of `columns` there are: a statement's own columns after them start here.
+    static let columnCount = 13
 
     package typealias Row = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?, [String]?)
 
@@ -58,7 +60,7 @@ package struct PostsStore: Sendable {
     func detail(_ id: UUID) async throws -> (post: PostView, shown: Bool)? {
         guard let row = try await client.execute(PostDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
         let cells = PostgresRandomAccessRow(row)
-        return (Self.view(try Self.row(cells)), try cells[13].decode(Bool.self))
+        return (Self.view(try Self.row(cells)), try cells[Self.columnCount].decode(Bool.self))
     }
 
     /// The posts among `ids` that `author` wrote (delta sync).
