@@ -29,7 +29,7 @@ package struct CopiesRoutes: Sendable {
         optionallyAuthenticated.get("copies", use: library)
         optionallyAuthenticated.get("copies/:id", use: get)
         group.get("photos/:id", use: photo)
-        group.get("users/:username/copies", use: userCopies)
+        optionallyAuthenticated.get("users/:username/copies", use: userCopies)
         authenticated.post("me/copies", use: create)
         authenticated.get("me/copies", use: mine)
         authenticated.patch("copies/:id", use: update)
@@ -49,12 +49,10 @@ package struct CopiesRoutes: Sendable {
 
     @Sendable func userCopies(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
-        guard username.count <= 30, let user = try await publicUsers.findByUsername(username) else {
-            throw AppError.notFound("No user named \(username.prefix(30))")
-        }
-        var filter = CopyFilter()
-        filter.ownerID = user.id
-        return try .json(try await library.list(filter, page: PageRequest(request)), for: request)
+        let notFound = AppError.notFound("No user named \(username.prefix(30))")
+        guard username.count <= 30, let user = try await publicUsers.findByUsername(username) else { throw notFound }
+        return try .json(try await library.ofOwner(user.id, viewer: context.session?.user.id, page: PageRequest(request), notFound: notFound),
+                         for: request)
     }
 
     @Sendable func mine(_ request: Request, context: AppRequestContext) async throws -> Response {

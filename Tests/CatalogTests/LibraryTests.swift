@@ -149,4 +149,23 @@ enum SampleImage {
             #expect(try await app.request(.get, "/v1/users/nobody_xyz/copies").status == .notFound)
         }
     }
+
+    @Test func blockedEitherWayAViewerFindsNoSuchUsersCopies() async throws {
+        try await withApp { app in
+            let ann = try await app.register()
+            let bob = try await app.register()
+            let carol = try await app.register()
+            try await app.addCopy(ann.token)
+            #expect(try await app.page("/v1/users/\(ann.username)/copies", token: bob.token).ids.count == 1)
+            #expect(try await app.request(.put, "/v1/users/\(bob.username)/block", token: ann.token).status == .noContent)
+            #expect(try await app.request(.get, "/v1/users/\(ann.username)/copies", token: bob.token).status == .notFound)
+            #expect(try await app.request(.get, "/v1/users/\(bob.username)/copies", token: ann.token).status == .notFound)
+            // Others, signed in or not, and the owner herself still see the list.
+            #expect(try await app.page("/v1/users/\(ann.username)/copies", token: carol.token).ids.count == 1)
+            #expect(try await app.page("/v1/users/\(ann.username)/copies").ids.count == 1)
+            #expect(try await app.page("/v1/users/\(ann.username)/copies", token: ann.token).ids.count == 1)
+            #expect(try await app.request(.delete, "/v1/users/\(bob.username)/block", token: ann.token).status == .noContent)
+            #expect(try await app.page("/v1/users/\(ann.username)/copies", token: bob.token).ids.count == 1)
+        }
+    }
 }

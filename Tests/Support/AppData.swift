@@ -24,8 +24,8 @@ extension TestApp {
         return try response.jsonObject()
     }
 
-    func page(_ path: String) async throws -> (ids: [String], next: String?) {
-        let body = try await request(.get, path).jsonObject()
+    func page(_ path: String, token: String? = nil) async throws -> (ids: [String], next: String?) {
+        let body = try await request(.get, path, token: token).jsonObject()
         let data = body["data"] as? [[String: Any]] ?? []
         return (data.compactMap { $0["id"] as? String }, body["next_cursor"] as? String)
     }
