@@ -15,10 +15,11 @@ package struct AccountsRoutes: Sendable {
         self.profileFacts = profileFacts
     }
 
-    package func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
+    package func addRoutes(public group: RouterGroup<AppRequestContext>, optionallyAuthenticated: RouterGroup<AppRequestContext>,
+                           authenticated: RouterGroup<AppRequestContext>) {
         group.post("auth/register", use: register)
         group.post("auth/login", use: login)
-        group.get("users/:username", use: publicProfile)
+        optionallyAuthenticated.get("users/:username", use: publicProfile)
         authenticated.post("auth/logout", use: logout)
         authenticated.post("auth/logout-all", use: logoutAll)
         authenticated.get("me", use: me)
@@ -106,8 +107,15 @@ package struct AccountsRoutes: Sendable {
 
     @Sendable func publicProfile(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
+        let notFound = AppError.notFound("No user named \(username.prefix(30))")
         guard username.count <= 30, let user = try await service.users.findByUsername(username), user.suspendedAt == nil else {
-            throw AppError.notFound("No user named \(username.prefix(30))")
+            throw notFound
+        }
+        // Blocked either way, a signed-in viewer finds no such user, as for their copies and readings.
+        if let viewer = context.session?.user.id, viewer != user.id,
+           try await service.client.withConnection({ try await BlocksStore(client: service.client, logger: service.logger)
+               .isBlocked(between: viewer, and: user.id, on: $0) }) {
+            throw notFound
         }
         let profile = PublicUser(id: user.id, username: user.username, displayName: user.displayName,
                                  bio: user.bio, createdAt: user.createdAt,

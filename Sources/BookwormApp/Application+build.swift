@@ -179,7 +179,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
         let record = try await trades.summary(of: user)
         return ProfileFacts(availableCopies: try await available, completedTrades: record.completedTrades,
                             ratingAverage: record.ratingAverage, ratingCount: record.ratingCount)
-    }).addRoutes(public: v1, authenticated: authenticated)
+    }).addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     AccountMailRoutes(mail: accountMail).addRoutes(public: v1, authenticated: authenticated)
     BlocksRoutes(blocks: blocks, users: users, block: { try await trades.block($0, by: $1) }).addRoutes(authenticated: authenticated)
     TradesRoutes(service: trades).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)

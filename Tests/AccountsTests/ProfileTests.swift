@@ -77,6 +77,22 @@ import Testing
         }
     }
 
+    @Test func blockedEitherWayAViewerFindsNoSuchProfile() async throws {
+        try await withApp { app in
+            let ann = try await app.register()
+            let bob = try await app.register()
+            #expect(try await app.request(.put, "/v1/users/\(bob.username)/block", token: ann.token).status == .noContent)
+            #expect(try await app.request(.get, "/v1/users/\(ann.username)", token: bob.token).status == .notFound)
+            #expect(try await app.request(.get, "/v1/users/\(bob.username)", token: ann.token).status == .notFound)
+            #expect(try await app.request(.get, "/v1/users/\(ann.username)").status == .ok)
+            #expect(try await app.request(.get, "/v1/users/\(ann.username)", token: ann.token).status == .ok)
+            // A token, if sent, must be valid, as on every page that takes one optionally.
+            #expect(try await app.request(.get, "/v1/users/\(ann.username)", token: "not-a-token").status == .unauthorized)
+            #expect(try await app.request(.delete, "/v1/users/\(bob.username)/block", token: ann.token).status == .noContent)
+            #expect(try await app.request(.get, "/v1/users/\(ann.username)", token: bob.token).status == .ok)
+        }
+    }
+
     @Test func changePasswordRevokesOtherSessionsAndKeepsThisOne() async throws {
         try await withApp { app in
             let account = try await app.register()
