@@ -22,7 +22,7 @@ struct GrowthCommand: AsyncParsableCommand {
 }
 
 /// `BookwormBench growth`: the same requests, from one client, against the same code at each
-/// size, each size in its own embedded cluster (`.bookworm/growth/<copies>`, seeded once and
+/// size (up the sizes and back, `run`), each size in its own embedded cluster (`.bookworm/growth/<copies>`, seeded once and
 /// kept). Over HTTP, so each figure is what a client waits for, constant costs included.
 struct GrowthBenchmark {
     let sizes: [Int]
@@ -39,11 +39,31 @@ struct GrowthBenchmark {
     func run() async throws {
         let tools = try LoadTools.find()
         let routes = Self.routes(BenchmarkPoints.cityWeighted(count: points))
-        var figures: [Int: [String: WrkResult]] = [:]
-        for size in sizes {
-            figures[size] = try measure(size: size, routes: routes, tools: tools)
+        // Up the sizes and back down (A B C B A), each size's figures the mean of its visits, so
+        // that every size is centred on the same moment and a machine whose speed drifts during
+        // the run moves them alike. One pass up measured nearby owners' growth as 1.87 × in a
+        // full `make bench` (2026-11-26) and 1.31 × when measured again alone minutes later.
+        var visits: [Int: [[String: WrkResult]]] = [:]
+        for size in sizes + sizes.reversed().dropFirst() {
+            visits[size, default: []].append(try measure(size: size, routes: routes, tools: tools))
         }
-        report(figures, routes: routes)
+        report(visits.mapValues(Self.mean), routes: routes)
+    }
+
+    /// Each route's figures over several visits: requests summed, p50 and p99 averaged.
+    static func mean(_ visits: [[String: WrkResult]]) -> [String: WrkResult] {
+        var combined: [String: WrkResult] = [:]
+        for name in Set(visits.flatMap(\.keys)) {
+            let results = visits.compactMap { $0[name] }
+            var mean = WrkResult()
+            mean.requests = results.reduce(0) { $0 + $1.requests }
+            mean.non2xx = results.reduce(0) { $0 + $1.non2xx }
+            mean.seconds = results.reduce(0) { $0 + $1.seconds }
+            mean.p50Millis = results.reduce(0) { $0 + $1.p50Millis } / Double(max(results.count, 1))
+            mean.p99Millis = results.reduce(0) { $0 + $1.p99Millis } / Double(max(results.count, 1))
+            combined[name] = mean
+        }
+        return combined
     }
 
     private func measure(size: Int, routes: [Route], tools: LoadTools) throws -> [String: WrkResult] {
