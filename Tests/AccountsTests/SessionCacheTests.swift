@@ -100,6 +100,32 @@ import Testing
         }
     }
 
+    /// Every connection of the database ended at once, as when PostgreSQL restarts, again and
+    /// again: each time the cache lets go of what it kept and listens again, on a live connection.
+    @Test func theListenerComesBackAfterEveryConnectionEnds() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let hash = SessionStore.tokenHash(account.token)
+            try await withListener(app) { cache, store in
+                for _ in 1...5 {
+                    // Idle connections in the pool beside the listener's, to end with it.
+                    try await withThrowingDiscardingTaskGroup { group in
+                        for _ in 0..<4 { group.addTask { try await app.db.query("SELECT pg_sleep(0.01)") } }
+                    }
+                    _ = try #require(try await store.authenticate(token: account.token))
+                    #expect(cache.session(hash, now: app.clock.now()) != nil)
+                    try await app.db.query("""
+                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid()
+                        """)
+                    #expect(try await eventually(within: 10) { !cache.isListening })
+                    #expect(cache.session(hash, now: app.clock.now()) == nil)
+                    #expect(try await eventually(within: 15) { cache.isListening })
+                }
+            }
+        }
+    }
+
     /// A notification about one user drops every session of theirs and nobody else's.
     @Test func aDropTakesEverySessionOfThatUserAndNoOneElses() async throws {
         try await withApp { app in

@@ -13,6 +13,11 @@ extension Database {
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
+                    // The pool can hand out a connection whose backend has ended before it hears
+                    // of the close (`openConnection`); a `LISTEN` written to one is never answered,
+                    // and the caller would wait for `listening(true)` for good. Taken again after
+                    // the pause below.
+                    guard !connection.isClosed else { throw DatabaseConnectionClosed() }
                     let notifications = try await connection.listen(channel)
                     listening(true)
                     defer { listening(false) }
