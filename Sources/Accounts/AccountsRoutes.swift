@@ -107,15 +107,9 @@ package struct AccountsRoutes: Sendable {
 
     @Sendable func publicProfile(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
-        let notFound = AppError.notFound("No user named \(username.prefix(30))")
-        guard username.count <= 30, let user = try await service.users.findByUsername(username), user.suspendedAt == nil else {
-            throw notFound
-        }
-        // Blocked either way, a signed-in viewer finds no such user, as for their copies and readings.
-        if let viewer = context.session?.user.id, viewer != user.id,
-           try await service.client.withConnection({ try await BlocksStore(client: service.client, logger: service.logger)
-               .isBlocked(between: viewer, and: user.id, on: $0) }) {
-            throw notFound
+        guard username.count <= 30, let user = try await service.users.findByUsername(username, visibleTo: context.session?.user.id),
+              user.suspendedAt == nil else {
+            throw AppError.notFound("No user named \(username.prefix(30))")
         }
         let profile = PublicUser(id: user.id, username: user.username, displayName: user.displayName,
                                  bio: user.bio, createdAt: user.createdAt,

@@ -58,10 +58,15 @@ package struct AccountsStore: Sendable {
         return nil
     }
 
-    package func findByUsername(_ username: String) async throws -> UserRecord? {
-        let rows = try await client.query("""
-            SELECT \(unescaped: Self.userColumns) FROM users u WHERE lower(u.username) = \(username.lowercased())
-            """, logger: logger)
+    /// `username`'s account; with a `viewer`, none when either has blocked the other, so that
+    /// blocked users disappear from each other's results (profile, copies, readings) in the
+    /// lookup itself.
+    package func findByUsername(_ username: String, visibleTo viewer: UUID? = nil) async throws -> UserRecord? {
+        let statement = SQLStatement(sql: """
+            SELECT \(Self.userColumns) FROM users u
+            WHERE lower(u.username) = $1 AND ($2::uuid IS NULL OR \(BlocksStore.noBlockBetween("$2", "u.id")))
+            """, values: [.text(username.lowercased()), .uuid(viewer)])
+        let rows = try await client.query(statement.query, logger: logger)
         for try await row in rows.decode(UserRow.self) { return Self.record(row) }
         return nil
     }

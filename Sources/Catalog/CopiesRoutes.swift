@@ -49,10 +49,12 @@ package struct CopiesRoutes: Sendable {
 
     @Sendable func userCopies(_ request: Request, context: AppRequestContext) async throws -> Response {
         let username = try context.parameters.require("username")
-        let notFound = AppError.notFound("No user named \(username.prefix(30))")
-        guard username.count <= 30, let user = try await publicUsers.findByUsername(username) else { throw notFound }
-        return try .json(try await library.ofOwner(user.id, viewer: context.session?.user.id, page: PageRequest(request), notFound: notFound),
-                         for: request)
+        guard username.count <= 30, let user = try await publicUsers.findByUsername(username, visibleTo: context.session?.user.id) else {
+            throw AppError.notFound("No user named \(username.prefix(30))")
+        }
+        var filter = CopyFilter()
+        filter.ownerID = user.id
+        return try .json(try await library.list(filter, page: PageRequest(request)), for: request)
     }
 
     @Sendable func mine(_ request: Request, context: AppRequestContext) async throws -> Response {

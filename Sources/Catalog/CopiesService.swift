@@ -39,18 +39,6 @@ package struct CopiesService: Sendable {
         page.page(try await copies.list(filter, limit: page.limit + 1, after: page.after), cursor: \.cursor, item: { $0 })
     }
 
-    /// `owner`'s available copies. Blocked either way, a signed-in viewer is told there is no
-    /// such user, as for their readings: blocked users disappear from each other's results.
-    package func ofOwner(_ owner: UUID, viewer: UUID?, page: PageRequest, notFound: AppError) async throws -> Page<CopyView> {
-        if let viewer, viewer != owner,
-           try await client.withConnection({ try await BlocksStore(client: client, logger: logger).isBlocked(between: viewer, and: owner, on: $0) }) {
-            throw notFound
-        }
-        var filter = CopyFilter()
-        filter.ownerID = owner
-        return try await list(filter, page: page)
-    }
-
     /// Withdrawn copies are the owner's business only; others are told there is no such copy,
     /// as they are of a copy hidden by reports or of a suspended owner.
     func visible(_ id: UUID, viewer: UUID?) async throws -> CopyView {

@@ -12,7 +12,6 @@ package struct ReadingsService: Sendable {
     let readings: ReadingsStore
     let books: BooksStore
     let users: AccountsStore
-    let blocks: BlocksStore
     let clock: any AppClock
     let logger: Logger
 
@@ -21,7 +20,6 @@ package struct ReadingsService: Sendable {
         self.readings = ReadingsStore(client: client, logger: logger)
         self.books = BooksStore(client: client, logger: logger)
         self.users = AccountsStore(client: client, logger: logger)
-        self.blocks = BlocksStore(client: client, logger: logger)
         self.clock = clock
         self.logger = logger
     }
@@ -72,10 +70,7 @@ package struct ReadingsService: Sendable {
 
     /// Someone's public shelf; to a signed-in viewer blocked either way, they do not exist.
     func of(username: String, viewer: UUID?, state: ReadingState?, page: PageRequest) async throws -> Page<ReadingView> {
-        guard username.count <= 30, let user = try await users.findByUsername(username) else {
-            throw AppError.notFound("No user named \(username.prefix(30))")
-        }
-        if let viewer, try await client.withConnection({ try await blocks.isBlocked(between: viewer, and: user.id, on: $0) }) {
+        guard username.count <= 30, let user = try await users.findByUsername(username, visibleTo: viewer) else {
             throw AppError.notFound("No user named \(username.prefix(30))")
         }
         return page.page(try await readings.list(user: user.id, publicOnly: true, state: state, after: page.after, limit: page.limit + 1),

@@ -163,7 +163,7 @@ package struct Database: Sendable {
     /// after a pause, in which the pool hears of the close; still closed after `closedLeaseAttempts`,
     /// the call fails as an outage. `body` has not run then, so taking another is always safe.
     /// A channel that closes just after this look is caught by the deadline watch instead.
-    private func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         for attempt in 1...Self.closedLeaseAttempts {
             do {
                 return try await client.withConnection { connection in

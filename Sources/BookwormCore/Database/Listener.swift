@@ -6,18 +6,15 @@ extension Database {
     /// Holds one connection on `LISTEN channel` until the task is cancelled, and takes another a
     /// second after it drops. `listening` hears `true` once each `LISTEN` has taken effect and
     /// `false` when that connection ends (a caller that trusts what it keeps only while it hears
-    /// every notification, `SessionCache`); `notified` gets each payload. On the raw client:
+    /// every notification, `SessionCache`); `notified` gets each payload. On the pool without deadlines:
     /// this lease lasts as long as the caller, past any deadline.
-    package func listen(_ channel: String, logger: Logger, listening: @Sendable (Bool) -> Void = { _ in },
-                        notified: @Sendable (String) async -> Void) async {
+    package func listen(_ channel: String, logger: Logger, listening: @escaping @Sendable (Bool) -> Void = { _ in },
+                        notified: @escaping @Sendable (String) async -> Void) async {
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
-                    // The pool can hand out a connection whose backend has ended before it hears
-                    // of the close (`openConnection`); a `LISTEN` written to one is never answered,
-                    // and the caller would wait for `listening(true)` for good. Taken again after
-                    // the pause below.
-                    guard !connection.isClosed else { throw DatabaseConnectionClosed() }
+                // Only an open connection (`openConnection`): a `LISTEN` written to one the pool
+                // hands out already closed is never answered, and `listening(true)` never comes.
+                try await openConnection { connection in
                     let notifications = try await connection.listen(channel)
                     listening(true)
                     defer { listening(false) }
