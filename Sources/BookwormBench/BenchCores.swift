@@ -44,21 +44,10 @@ struct CoreSplit {
     private func assign(postmaster: Int32, server: Int32, database: String, others: String) -> Bool {
         guard let taskset = Shell.which("taskset") else { return false }
         // A backend may exit meanwhile.
-        for pid in Self.children(of: postmaster) { _ = try? Shell.run(taskset, ["-a", "-p", "-c", database, "\(pid)"]) }
+        for pid in ProcessCPU.children(of: postmaster) { _ = try? Shell.run(taskset, ["-a", "-p", "-c", database, "\(pid)"]) }
         let moved = [(postmaster, database), (server, others), (getpid(), others)].map { pid, cpus in
             (try? Shell.run(taskset, ["-a", "-p", "-c", cpus, "\(pid)"])) != nil
         }
         return !moved.contains(false)
-    }
-
-    private static func children(of parent: Int32) -> [Int32] {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap { entry -> Int32? in
-            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return nil }
-            // After the name: state, then the parent's pid.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 1 && Int32(fields[1]) == parent ? pid : nil
-        }
     }
 }

@@ -13,20 +13,38 @@ struct PairedThroughput {
     var http: [WrkResult] = []
     var prepared: [(tps: Double, p99: Double)] = []
     var simple: [Double] = []
+    /// Each HTTP run's and each pgbench prepared run's CPU per request (`CPUSample`), when counted.
+    var httpCPU: [CPUShare] = []
+    var preparedCPU: [CPUShare] = []
 
     /// `rounds` rounds (even, so each side goes first equally often); pgbench's simple protocol,
-    /// printed for comparison only, runs in every other round.
-    static func measure(rounds: Int, wrk: () throws -> WrkResult, prepared: () throws -> (tps: Double, p99: Double),
-                        simple: () throws -> Double) throws -> PairedThroughput {
+    /// printed for comparison only, runs in every other round. With `cpu`, each wrk and pgbench
+    /// prepared run of `slice` seconds is counted (`CPUSample`).
+    static func measure(rounds: Int, slice: Int, cpu: (() -> CPUSample)? = nil, wrk: () throws -> WrkResult,
+                        prepared: () throws -> (tps: Double, p99: Double), simple: () throws -> Double) throws -> PairedThroughput {
         var result = PairedThroughput()
+        func runHTTP() throws {
+            let before = cpu?()
+            let run = try wrk()
+            result.http.append(run)
+            if let before, let after = cpu?() { result.httpCPU.append(after.perRequest(since: before, requests: Double(run.requests))) }
+        }
+        func runPrepared() throws {
+            let before = cpu?()
+            let run = try prepared()
+            result.prepared.append(run)
+            if let before, let after = cpu?() {
+                result.preparedCPU.append(after.perRequest(since: before, requests: run.tps * Double(slice)))
+            }
+        }
         for round in 0..<rounds {
             if round % 2 == 0 {
-                result.http.append(try wrk())
-                result.prepared.append(try prepared())
+                try runHTTP()
+                try runPrepared()
                 result.simple.append(try simple())
             } else {
-                result.prepared.append(try prepared())
-                result.http.append(try wrk())
+                try runPrepared()
+                try runHTTP()
             }
         }
         return result
@@ -34,11 +52,12 @@ struct PairedThroughput {
 
     /// wrk at `target` (its URL, after any options such as a script) beside pgbench running
     /// `scripts` on `database`, `clients` each, a third of `seconds` (at least 2) a side a round.
-    static func measure(_ tools: LoadTools, database: BenchDatabase, target: [String], scripts: [String], clients: Int,
-                        seconds: Int) throws -> PairedThroughput {
+    static func measure(_ tools: LoadTools, server: ServerUnderTest, database: BenchDatabase, target: [String], scripts: [String],
+                        clients: Int, seconds: Int) throws -> PairedThroughput {
         let slice = max(seconds / 3, 2)
+        let postmaster = try server.postmasterPID(), serverPID = server.process.processIdentifier
         return try measure(
-            rounds: rounds,
+            rounds: rounds, slice: slice, cpu: { CPUSample.take(server: serverPID, postmaster: postmaster) },
             wrk: { WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency"] + target)) },
             prepared: { try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "prepared") },
             simple: { try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: slice, mode: "simple") })
@@ -59,7 +78,7 @@ struct PairedThroughput {
             let probes = try counts.map { try database.pgbench(tools.pgbench, scripts: scripts, clients: $0, seconds: 2, mode: "prepared") }
             let best = zip(counts, probes).max { $0.1 < $1.1 }?.0 ?? clients
             let result = try measure(
-                rounds: 4,
+                rounds: 4, slice: slice,
                 wrk: { WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency"] + target)) },
                 prepared: { try database.pgbenchWithP99(tools.pgbench, scripts: scripts, clients: best, seconds: slice, mode: "prepared") },
                 simple: { 0 })
@@ -86,6 +105,39 @@ struct PairedThroughput {
         let rounds = zip(http, prepared).map { String(format: "%.0f/%.0f", $0.successfulPerSecond, $1.tps) }
         print("\(label), each round's HTTP req/s / pgbench prepared tx/s in order (HTTP first in rounds 1, 3, 5): "
               + rounds.joined(separator: " "))
+    }
+
+    /// Where a request's CPU went, medians of the rounds (ms): the server, PostgreSQL beside it
+    /// and wrk; PostgreSQL and pgbench on pgbench's side. Nil when not counted.
+    var cpu: (http: CPUShare, pgbench: CPUShare)? {
+        guard !httpCPU.isEmpty, !preparedCPU.isEmpty else { return nil }
+        func median(_ shares: [CPUShare]) -> CPUShare {
+            CPUShare(server: Self.median(shares.map(\.server)), database: Self.median(shares.map(\.database)),
+                     tools: Self.median(shares.map(\.tools)))
+        }
+        return (median(httpCPU), median(preparedCPU))
+    }
+
+    /// The table's row of `cpu`, under the throughput it explains.
+    var cpuRow: [String]? {
+        cpu.map { http, pgbench in
+            ["    CPU per request (ms): server / PostgreSQL / wrk", String(format: "%.3f / %.3f / %.3f", http.server, http.database, http.tools),
+             String(format: "PostgreSQL %.3f / pgbench %.3f", pgbench.database, pgbench.tools),
+             String(format: "PostgreSQL %+.0f %% beside the server", (http.database / max(pgbench.database, 0.000_001) - 1) * 100), "-"]
+        }
+    }
+
+    /// `cpu` as result rows (figures for context, no goal): the server's CPU per request, and
+    /// PostgreSQL's beside it against its own under pgbench.
+    func cpuResults(_ measure: String) -> [ResultRow] {
+        guard let (http, pgbench) = cpu else { return [] }
+        return [
+            ResultRow("\(measure): the server's CPU per request", http.server, "ms",
+                      reference: String(format: "wrk %.3f ms per request", http.tools)),
+            ResultRow("\(measure): PostgreSQL's CPU per request", http.database, "ms",
+                      reference: String(format: "PostgreSQL %.3f ms per pgbench prepared transaction", pgbench.database),
+                      ratio: http.database / max(pgbench.database, 0.000_001)),
+        ]
     }
 
     /// The middle value, or the mean of the two middle ones for an even count (six rounds: the

@@ -46,7 +46,7 @@ struct CatalogBenchmark {
         // protocol, which parses and plans every run, is printed beside it. In alternating
         // rounds (`PairedThroughput`).
         let target = [base + "/v1/copies?limit=20&q=\(encoded)"]
-        let throughput = try PairedThroughput.measure(tools, database: database, target: target, scripts: [script], clients: clients,
+        let throughput = try PairedThroughput.measure(tools, server: server, database: database, target: target, scripts: [script], clients: clients,
                                                       seconds: seconds)
         let split = try PairedThroughput.measureSplit(tools, server: server, database: database, target: target, scripts: [script],
                                                       clients: clients, seconds: seconds)
@@ -68,7 +68,7 @@ struct CatalogBenchmark {
             ["    HTTP p50 / p99", String(format: "%.2f / %.2f ms", http.p50Millis, throughput.httpP99), "-", "-", "-"],
             TailLatency.row("    p99 at \(clients) clients", http: throughput.httpP99, pgbench: pgP99),
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
-        ] + (split.map { [$0.tableRow] } ?? [])).render())
+        ] + (throughput.cpuRow.map { [$0] } ?? []) + (split.map { [$0.tableRow] } ?? [])).render())
         throughput.printRounds("library search")
         BenchResults.save("catalog", [
             ResultRow("library page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
@@ -76,7 +76,7 @@ struct CatalogBenchmark {
             ResultRow("HTTP library search, \(clients) clients", throughput.httpRate, "req/s",
                       reference: String(format: "pgbench -M prepared %.0f tx/s", pg), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
             TailLatency.result("HTTP library search p99, \(clients) clients", http: throughput.httpP99, pgbench: pgP99),
-        ] + (split.map { [$0.result("HTTP library search, \(clients) clients")] } ?? []))
+        ] + throughput.cpuResults("HTTP library search, \(clients) clients") + (split.map { [$0.result("HTTP library search, \(clients) clients")] } ?? []))
     }
 }
 

@@ -64,7 +64,7 @@ struct FeedBenchmark {
         // its default simple protocol beside it, which parses and plans every run; in
         // alternating rounds (`PairedThroughput`).
         let target = [base + "/v1/posts?limit=\(limit)"]
-        let throughput = try PairedThroughput.measure(tools, database: database, target: target, scripts: [script], clients: clients,
+        let throughput = try PairedThroughput.measure(tools, server: server, database: database, target: target, scripts: [script], clients: clients,
                                                       seconds: seconds)
         let split = try PairedThroughput.measureSplit(tools, server: server, database: database, target: target, scripts: [script],
                                                       clients: clients, seconds: seconds)
@@ -247,7 +247,7 @@ struct FeedBenchmark {
              String(format: "%.0f tx/s pgbench simple: %.2f x", throughput.simpleRate, throughput.httpRate / max(throughput.simpleRate, 0.001)), "-"],
             TailLatency.row("    p99 at \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
             ["    non-2xx answers", "\(http.non2xx) of \(http.requests)", "-", "-", "-"],
-        ] + (split.map { [$0.tableRow] } ?? [])).render())
+        ] + (throughput.cpuRow.map { [$0] } ?? []) + (split.map { [$0.tableRow] } ?? [])).render())
         throughput.printRounds("global feed")
         BenchResults.save("feed", [
             ResultRow("global feed page 1000 ÷ page 1 (HTTP p50)", ratio, "x", reference: String(format: "page 1 %.2f ms", page1.p50Millis),
@@ -276,7 +276,7 @@ struct FeedBenchmark {
             ResultRow("HTTP global feed, \(clients) clients", throughput.httpRate, "req/s",
                       reference: String(format: "pgbench -M prepared %.0f tx/s", pgbenchTPS), ratio: share, goal: ">= 0.8 x", met: share >= 0.8),
             TailLatency.result("HTTP global feed p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ] + (split.map { [$0.result("HTTP global feed, \(clients) clients")] } ?? []) + sql.wide.results())
+        ] + throughput.cpuResults("HTTP global feed, \(clients) clients") + (split.map { [$0.result("HTTP global feed, \(clients) clients")] } ?? []) + sql.wide.results())
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

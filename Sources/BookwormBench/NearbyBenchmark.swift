@@ -73,7 +73,7 @@ struct NearbyBenchmark {
         }
         let lua = try BenchAccount.pathsScript(token: token, paths: paths)
         let target = ["-s", lua, "http://127.0.0.1:\(port)"]
-        return (try PairedThroughput.measure(tools, database: database, target: target, scripts: scripts, clients: clients, seconds: seconds),
+        return (try PairedThroughput.measure(tools, server: server, database: database, target: target, scripts: scripts, clients: clients, seconds: seconds),
                 try PairedThroughput.measureSplit(tools, server: server, database: database, target: target, scripts: scripts,
                                                   clients: clients, seconds: seconds))
     }
@@ -236,7 +236,7 @@ struct NearbyBenchmark {
             ["same HTTP figure", String(format: "%.0f req/s", http), String(format: "%.0f tx/s pgbench default (simple)", simple),
              String(format: "%.2f x", http / max(simple, 0.001)), "-"],
             TailLatency.row("    p99 at \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ] + (split.map { [$0.tableRow] } ?? [])).render())
+        ] + (throughput.cpuRow.map { [$0] } ?? []) + (split.map { [$0.tableRow] } ?? [])).render())
         throughput.printRounds("nearby copies")
         if !timings.mismatches.isEmpty { print("mismatching points: \(timings.mismatches.prefix(10).joined(separator: ", "))") }
         if !timings.ownersMismatches.isEmpty { print("owners differ at: \(timings.ownersMismatches.prefix(10).joined(separator: ", "))") }
@@ -264,7 +264,7 @@ struct NearbyBenchmark {
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
                       ratio: throughput.ratio, goal: ">= 0.8 x", met: throughput.ratio >= 0.8),
             TailLatency.result("HTTP nearby p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ] + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows)
+        ] + throughput.cpuResults("HTTP nearby, \(clients) clients") + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows)
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }
