@@ -161,6 +161,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
     router.add(middleware: AccessLogMiddleware(logger: logger))
+    // Outside the problem middleware, so that errors too are readable by an allowed page.
+    router.add(middleware: CrossOriginMiddleware(policy: config.crossOrigin))
     // Requests by route template, method and status, and their durations (a no-op without a metrics port).
     if config.metricsPort != nil { router.add(middleware: MetricsMiddleware()) }
     router.add(middleware: ProblemMiddleware())

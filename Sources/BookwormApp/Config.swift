@@ -45,6 +45,8 @@ package struct Config: Sendable {
     package var connections = ConnectionPolicy()
     /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
     package var trustForwardedFor: Bool
+    /// Web origins whose pages may call the API from a browser (`BOOKWORM_CORS_ORIGINS`).
+    package var crossOrigin = CrossOriginPolicy()
     package var logLevel: String
     /// `text` (human-readable, the default) or `json` (one object a line) (`BOOKWORM_LOG_FORMAT`).
     package var logFormat: LogFormat = .text
@@ -149,6 +151,7 @@ package struct Config: Sendable {
             maxConnections: reader.int("BOOKWORM_MAX_CONNECTIONS", range: 1...1_000_000) ?? defaults.connections.maxConnections
         )
         config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
+        config.crossOrigin = try CrossOriginPolicy(variable: "BOOKWORM_CORS_ORIGINS", value: reader.string("BOOKWORM_CORS_ORIGINS"))
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
         config.metricsHost = reader.string("BOOKWORM_METRICS_HOST") ?? defaults.metricsHost
         config.metricsPort = try reader.int("BOOKWORM_METRICS_PORT", range: 1...65535)

@@ -136,14 +136,16 @@ import Testing
 
     /// At the connection cap a new client is refused at once (503), not left hanging.
     @Test func pastTheConnectionCapANewClientIsRefusedAtOnce() async throws {
-        try await withServer(["BOOKWORM_IDLE_TIMEOUT_SECONDS": "60", "BOOKWORM_MAX_CONNECTIONS": "20"]) { server in
+        // Held sockets must outlive a slow run: at 60 s of idle timeout, a full `make test` on two
+        // busy cores once let the server close them before the probes, which then got in.
+        try await withServer(["BOOKWORM_IDLE_TIMEOUT_SECONDS": "600", "BOOKWORM_MAX_CONNECTIONS": "20"]) { server in
             let port = server.port
             // Each blocking socket call on a thread of its own: polling them on the cooperative pool
             // (two threads here) once stalled every other test's tasks for the whole wait.
             var held = try await offThePool { try (0..<20).map { _ in try RawSocket(port: port) } }
             // The server counts a connection once it has accepted it, and one of ours can be
             // turned away while a probe is still counted: then one more is held, and so on.
-            #expect(try await eventually(within: 10) {
+            #expect(try await eventually(within: 30) {
                 if try await offThePool({ (try? rawRequest(port: port, "GET", "/health/live", timeout: 5))?.status == 503 }) { return true }
                 if held.count < 30 { held.append(try await offThePool { try RawSocket(port: port) }) }
                 return false

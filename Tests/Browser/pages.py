@@ -3,12 +3,17 @@
     pages.py open URL [SCREENSHOT]              -> {"heading", "error", "message", "title"}
     pages.py click URL                          -> before and after pressing the form's button
     pages.py reset URL PASSWORD CONFIRM [SHOT]  -> before and after submitting a new password
+    pages.py cors PORT API_URL TOKEN            -> {"listed", "other"}: a page served from
+        http://127.0.0.1:PORT, then the same page from another port, each fetching API_URL with
+        the bearer TOKEN: {"status", "username", "etag"} or {"error"}
 
 Prints one JSON object. Exits 3 with a message when the browser cannot start.
 """
+import http.server
 import json
 import os
 import sys
+import threading
 
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
@@ -77,7 +82,54 @@ def state(driver, previous=None):
                 raise
 
 
+class BlankPage(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"<!doctype html><title>web client</title><h1>web client</h1>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def serve_page(port):
+    """A page on its own origin (`http://127.0.0.1:port`; port 0 picks one)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), BlankPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+FETCH = """
+const [api, token, done] = arguments;
+fetch(api, {headers: {"Authorization": "Bearer " + token}})
+  .then(r => r.json().then(body => done({status: r.status, username: body.username, etag: r.headers.get("ETag")})))
+  .catch(e => done({error: String(e)}));
+"""
+
+
+def cross_origin(port, api, token):
+    listed, other = serve_page(port), serve_page(0)
+    driver = browser()
+    try:
+        driver.set_script_timeout(30)
+        result = {}
+        for name, server in (("listed", listed), ("other", other)):
+            driver.get(f"http://127.0.0.1:{server.server_address[1]}/")
+            result[name] = driver.execute_async_script(FETCH, api, token)
+        print(json.dumps(result))
+    finally:
+        driver.quit()
+        listed.shutdown()
+        other.shutdown()
+
+
 def main(argv):
+    if argv[1] == "cors":
+        cross_origin(int(argv[2]), argv[3], argv[4])
+        return
     mode, url = argv[1], argv[2]
     driver = browser()
     try:
