@@ -60,6 +60,20 @@ import Testing
         }
     }
 
+    @Test func aStarLetsEveryPageReadEveryAnswer() async throws {
+        try await withApp(configure: { $0.crossOrigin = CrossOriginPolicy(allowed: .any) }) { app in
+            let preflight = try await preflight(app, "/v1/me", origin: "https://anywhere.example")
+            #expect(preflight.status == .noContent)
+            #expect(preflight.headers[.accessControlAllowOrigin] == "*")
+            for headers: HTTPFields in [[.origin: "https://anywhere.example"], [:]] {
+                let page = try await app.request(.get, "/v1/copies", headers: headers)
+                #expect(page.status == .ok)
+                #expect(page.headers[.accessControlAllowOrigin] == "*")
+                #expect(!page.headers[values: .vary].contains("Origin"))
+            }
+        }
+    }
+
     @Test func withNoOriginsListedNoCrossOriginHeaderIsEverSent() async throws {
         try await withApp { app in
             let preflight = try await preflight(app, "/v1/me", origin: Self.app)

@@ -85,7 +85,8 @@ package struct CrossOriginMiddleware: RouterMiddleware {
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if policy.allowed == .none { return try await next(request, context) }
         let origin = request.headers[.origin]
-        let allowOrigin = origin.flatMap(policy.allowOrigin(for:))
+        // Under `*` every answer says so, Origin or not, so a shared cache never keeps one without it.
+        let allowOrigin = policy.allowed == .any ? "*" : origin.flatMap(policy.allowOrigin(for:))
         if request.method == .options, let origin, request.headers[.accessControlRequestMethod] != nil {
             guard let allowOrigin else {
                 let refusal = AppError.forbiddenBecause(code: "origin_not_allowed",
