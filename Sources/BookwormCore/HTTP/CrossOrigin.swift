@@ -52,12 +52,14 @@ package struct CrossOriginPolicy: Sendable, Equatable {
         return "\(scheme)://\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host)\(port)"
     }
 
-    /// The `Access-Control-Allow-Origin` value for a request from `origin`, nil when refused.
-    func allowOrigin(for origin: String) -> String? {
+    /// The `Access-Control-Allow-Origin` value for a request from `origin` (nil: none sent), nil
+    /// when refused. Under `*` every answer says so, Origin or not, so that a shared cache never
+    /// keeps one without it.
+    func allowOrigin(for origin: String?) -> String? {
         switch allowed {
         case .none: nil
         case .any: "*"
-        case .only(let origins): origins.contains(origin) ? origin : nil
+        case .only(let origins): origin.flatMap { origins.contains($0) ? $0 : nil }
         }
     }
 }
@@ -85,8 +87,7 @@ package struct CrossOriginMiddleware: RouterMiddleware {
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if policy.allowed == .none { return try await next(request, context) }
         let origin = request.headers[.origin]
-        // Under `*` every answer says so, Origin or not, so a shared cache never keeps one without it.
-        let allowOrigin = policy.allowed == .any ? "*" : origin.flatMap(policy.allowOrigin(for:))
+        let allowOrigin = policy.allowOrigin(for: origin)
         if request.method == .options, let origin, request.headers[.accessControlRequestMethod] != nil {
             guard let allowOrigin else {
                 let refusal = AppError.forbiddenBecause(code: "origin_not_allowed",
