@@ -43,13 +43,15 @@ struct NearbyBenchmark {
         try database.execute(NearbyBenchmarkSQL.prewarm)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
-        let (timings, sparse) = try await server.withClients { client, asServer in
+        let (timings, sparse, rowsJSON) = try await server.withClients { client, asServer in
             (try await measure(client: client, asServer: asServer, origins: origins),
-             try await SparseNearby.measure(client: client, origins: Array(origins.prefix(200)), radiusKm: radiusKm, limit: limit, caller: viewer))
+             try await SparseNearby.measure(client: client, origins: Array(origins.prefix(200)), radiusKm: radiusKm, limit: limit, caller: viewer),
+             try await NearbyRowsJSON.measure(database: asServer, latitude: NearbyRowsJSON.origin.latitude,
+                                              longitude: NearbyRowsJSON.origin.longitude, caller: viewer, rounds: 2000))
         }
 
         let (throughput, split) = try measureThroughput(tools, server: server, database: database, at: Array(origins.prefix(16)))
-        try report(timings, throughput: throughput, split: split, sparse: sparse)
+        try report(timings, throughput: throughput, split: split, sparse: sparse, rowsJSON: rowsJSON)
     }
 
     /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement, over the
@@ -194,7 +196,8 @@ struct NearbyBenchmark {
         }
     }
 
-    private func report(_ timings: Timings, throughput: PairedThroughput, split: SplitThroughput?, sparse: SparseNearby) throws {
+    private func report(_ timings: Timings, throughput: PairedThroughput, split: SplitThroughput?, sparse: SparseNearby,
+                        rowsJSON: NearbyRowsJSON.Figures) throws {
         let server = Percentiles(timings.project), project = Percentiles(timings.projectSQL), postGIS = Percentiles(timings.postGIS)
         let cube = Percentiles(timings.cubeFloor), gisFloor = Percentiles(timings.postGISFloor), full = Percentiles(timings.fullScan)
         let ratio50 = project.p50 / max(postGIS.p50, 0.0001), ratio99 = project.p99 / max(postGIS.p99, 0.0001)
@@ -208,7 +211,7 @@ struct NearbyBenchmark {
             ["measure (\(points) points, \(Int(radiusKm)) km, limit \(limit))", "p50", "p99", "vs best PostGIS (goal <= 1.0 x)", "met"],
             ["(a) project's nearby statement (prepared, timed as (b) is)", ms(project.p50), ms(project.p99),
              String(format: "p50 %.2f x, p99 %.2f x", ratio50, ratio99), ratio50 <= 1 && ratio99 <= 1 ? "yes" : "NO"],
-            ["    the same page as the server gets it (NearbyStore, decoded)", ms(server.p50), ms(server.p99), "-", "-"],
+            ["    the same page as the server gets it (NearbyStore)", ms(server.p50), ms(server.p99), "-", "-"],
             ["(b) PostGIS best practice: geography GiST, <-> kept to the LIMIT (prepared)", ms(postGIS.p50), ms(postGIS.p99), "-", "-"],
             ["floor: the \(limit) nearest pins alone, cube KNN", ms(cube.p50), ms(cube.p99),
              String(format: "(a) spends %.2f ms past it at p50", project.p50 - cube.p50), "-"],
@@ -244,13 +247,14 @@ struct NearbyBenchmark {
             .map { String(format: "%@ %.2f ms (PostGIS %.2f)", $0.origin, $0.project, $0.postGIS) }
         print("nearby copies, slowest points: " + slowest.joined(separator: ", "))
         sparse.print()
+        rowsJSON.print()
         let best = "PostGIS best practice"
         try BenchResults.write("nearby", [
             ResultRow("nearby copies p50", project.p50, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p50), ratio: ratio50,
                       goal: "<= 1.0 x", met: ratio50 <= 1),
             ResultRow("nearby copies p99", project.p99, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p99), ratio: ratio99,
                       goal: "<= 1.0 x", met: ratio99 <= 1),
-            ResultRow("nearby copies p50 as the server gets it (NearbyStore, decoded)", server.p50, "ms"),
+            ResultRow("nearby copies p50 as the server gets it (NearbyStore)", server.p50, "ms"),
             ResultRow("nearby owners p50", owners.p50, "ms", reference: String(format: "%@ %.2f ms", best, gisOwners.p50), ratio: owners50,
                       goal: "<= 1.0 x", met: owners50 <= 1),
             ResultRow("nearby owners p99", owners.p99, "ms", reference: String(format: "%@ %.2f ms", best, gisOwners.p99), ratio: owners99,
@@ -264,7 +268,8 @@ struct NearbyBenchmark {
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
                       ratio: throughput.ratio, goal: ">= 0.8 x", met: throughput.ratio >= 0.8),
             TailLatency.result("HTTP nearby p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ] + throughput.cpuResults("HTTP nearby, \(clients) clients") + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows)
+        ] + throughput.cpuResults("HTTP nearby, \(clients) clients") + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows
+            + rowsJSON.results)
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

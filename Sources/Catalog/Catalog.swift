@@ -245,16 +245,21 @@ extension CopyView: JSONWritable {
             json.key("notes"); json.string(notes)
             json.key("owner"); owner.write(to: &json)
             json.key("photo_url"); json.string(photoID.map { "/v1/photos/\($0)" })
-            if let nearby {
-                json.key("pin")
-                json.object { json in
-                    json.key("latitude"); json.number(nearby.place.latitude)
-                    json.key("longitude"); json.number(nearby.place.longitude)
-                }
-            }
+            if let nearby { nearby.place.writePin(to: &json) }
             json.key("pin_id"); json.uuid(pinID)
             json.key("status"); json.string(status)
             json.key("updated_at"); json.date(updatedAt)
+        }
+    }
+}
+
+extension PublicPlace {
+    /// A nearby copy's `pin`, key and object.
+    func writePin(to json: inout JSONWriter) {
+        json.key("pin")
+        json.object { json in
+            json.key("latitude"); json.number(latitude)
+            json.key("longitude"); json.number(longitude)
         }
     }
 }

@@ -50,19 +50,20 @@ package struct DistanceCursor: Equatable, Sendable {
 }
 
 package struct NearbyCopy: Encodable, Sendable {
-    package let copy: CopyView
+    /// The copy as PostgreSQL sent it: the page writes it from its bytes (`CopyCells`).
+    package let copy: CopyCells
     package let distanceKm: Double
     /// The keyset position: the chord to the origin on the unit sphere, which orders exactly
     /// like `distanceKm` and is what the index scan walks. Not part of the JSON.
     let sortKey: Double
-    let place: PublicPlace
+    package let place: PublicPlace
 
     enum CodingKeys: String, CodingKey {
         case distanceKm = "distance_km", pin
     }
 
     package func encode(to encoder: any Encoder) throws {
-        try copy.encode(to: encoder)
+        try copy.view().encode(to: encoder)
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(Nearby.rounded(distanceKm), forKey: .distanceKm)
         try container.encode(place, forKey: .pin)
@@ -90,9 +91,9 @@ package struct NearbyOwner: Encodable, Sendable {
     }
 }
 
-enum Nearby {
+package enum Nearby {
     /// Shown to 0.1 km: finer would say more than the public point does.
-    static func rounded(_ km: Double) -> Double { (km * 10).rounded() / 10 }
+    package static func rounded(_ km: Double) -> Double { (km * 10).rounded() / 10 }
 }
 
 /// The prefilter of a radius search over everything in the radius: one or two latitude/longitude
@@ -119,7 +120,7 @@ enum RadiusBoxes {
 }
 
 extension NearbyCopy: JSONWritable {
-    package func write(to json: inout JSONWriter) {
-        copy.write(to: &json, nearby: (Nearby.rounded(distanceKm), place))
+    package func write(to json: inout JSONWriter) throws {
+        try copy.write(to: &json, nearby: (Nearby.rounded(distanceKm), place))
     }
 }

@@ -12,7 +12,7 @@ extension Response {
     /// The same bytes for the pages clients fetch most, written by `JSONWriter`.
     package static func json<T: Encodable & JSONWritable>(_ value: T, status: HTTPResponse.Status = .ok, for request: Request) throws -> Response {
         var writer = JSONWriter(capacity: 32_768)
-        value.write(to: &writer)
+        try value.write(to: &writer)
         return json(bytes: writer.bytes, status: status, for: request)
     }
 

@@ -6,25 +6,25 @@ import Foundation
 /// writes for the same value (keys in sorted order, dates as ISO 8601 seconds in UTC, slashes
 /// unescaped); `JSONWriterTests` holds every `JSONWritable` type to that.
 package struct JSONWriter {
-    package private(set) var bytes: [UInt8] = []
-    private var needsComma = false
+    package internal(set) var bytes: [UInt8] = []
+    var needsComma = false
 
     package init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
 
-    package mutating func object(_ body: (inout JSONWriter) -> Void) {
+    package mutating func object(_ body: (inout JSONWriter) throws -> Void) rethrows {
         separate()
         bytes.append(UInt8(ascii: "{"))
         needsComma = false
-        body(&self)
+        try body(&self)
         bytes.append(UInt8(ascii: "}"))
         needsComma = true
     }
 
-    mutating func array<Element>(_ elements: [Element], _ write: (inout JSONWriter, Element) -> Void) {
+    package mutating func array<Element>(_ elements: [Element], _ write: (inout JSONWriter, Element) throws -> Void) rethrows {
         separate()
         bytes.append(UInt8(ascii: "["))
         needsComma = false
-        for element in elements { write(&self, element) }
+        for element in elements { try write(&self, element) }
         bytes.append(UInt8(ascii: "]"))
         needsComma = true
     }
@@ -54,17 +54,20 @@ package struct JSONWriter {
 
     package mutating func string(_ text: String?) {
         guard var text else { return null() }
+        // Native strings are contiguous UTF-8, so this walks their bytes without decoding.
+        text.withUTF8 { quoted(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `utf8` as a JSON string after `prefix` (which must need no escaping). Most text needs no
+    /// escaping and is copied in one go.
+    mutating func quoted(_ utf8: UnsafeRawBufferPointer, prefix: StaticString = "") {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        // Most text needs no escaping and is copied in one go; native strings are contiguous
-        // UTF-8, so the check walks their bytes without decoding.
-        let copied = text.withUTF8 { utf8 -> Bool in
-            for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+        if utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            for byte in utf8 { escape(byte) }
+        } else {
             bytes.append(contentsOf: utf8)
-            return true
-        }
-        if !copied {
-            for byte in text.utf8 { escape(byte) }
         }
         bytes.append(UInt8(ascii: "\""))
         needsComma = true
@@ -75,19 +78,22 @@ package struct JSONWriter {
     /// Lowercase, as `UUID.apiString`.
     package mutating func uuid(_ id: UUID?) {
         guard let id else { return null() }
+        withUnsafeBytes(of: id.uuid) { uuid(bytes: $0) }
+    }
+
+    /// A UUID from its 16 bytes.
+    mutating func uuid(bytes raw: UnsafeRawBufferPointer) {
         let comma = needsComma
         chunk(39) { out in
             var at = 0
             if comma { out[0] = UInt8(ascii: ","); at = 1 }
             out[at] = UInt8(ascii: "\"")
             at += 1
-            withUnsafeBytes(of: id.uuid) { raw in
-                for index in 0..<16 {
-                    if index == 4 || index == 6 || index == 8 || index == 10 { out[at] = UInt8(ascii: "-"); at += 1 }
-                    out[at] = Self.hexDigit(raw[index] >> 4)
-                    out[at + 1] = Self.hexDigit(raw[index] & 0x0f)
-                    at += 2
-                }
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 { out[at] = UInt8(ascii: "-"); at += 1 }
+                out[at] = Self.hexDigit(raw[index] >> 4)
+                out[at + 1] = Self.hexDigit(raw[index] & 0x0f)
+                at += 2
             }
             out[at] = UInt8(ascii: "\"")
             return at + 1
@@ -100,9 +106,13 @@ package struct JSONWriter {
     package mutating func number(_ number: Double) {
         guard number.isFinite else { return null() }
         var text = number.description
-        if text.hasSuffix(".0") { text.removeLast(2) }
         separate()
-        bytes.append(contentsOf: text.utf8)
+        // The ".0" left off by its bytes: `hasSuffix` and `removeLast` compare and cut by
+        // grapheme, a twentieth of writing a nearby page.
+        text.withUTF8 { utf8 in
+            let whole = utf8.count >= 2 && utf8[utf8.count - 2] == UInt8(ascii: ".") && utf8[utf8.count - 1] == UInt8(ascii: "0")
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[..<(whole ? utf8.count - 2 : utf8.count)]))
+        }
         needsComma = true
     }
 
@@ -176,7 +186,7 @@ package struct JSONWriter {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
-    private mutating func separate() {
+    mutating func separate() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
     }
 
@@ -228,14 +238,15 @@ package struct JSONWriter {
 
 /// A response body type with a hand-written `JSONWriter` form; it must match its `Encodable` form.
 package protocol JSONWritable {
-    func write(to json: inout JSONWriter)
+    /// Throws only where it writes cells as PostgreSQL sent them (`JSONCells.swift`).
+    func write(to json: inout JSONWriter) throws
 }
 
 extension Page: JSONWritable where Item: JSONWritable {
-    package func write(to json: inout JSONWriter) {
-        json.object { json in
+    package func write(to json: inout JSONWriter) throws {
+        try json.object { json in
             json.key("data")
-            json.array(data) { json, item in item.write(to: &json) }
+            try json.array(data) { json, item in try item.write(to: &json) }
             json.key("next_cursor")
             json.string(nextCursor)
         }
