@@ -11,12 +11,15 @@ import PostgresNIO
 package struct CopyCells: Sendable {
     let cells: PostgresRandomAccessRow
     let first: Int
-    package let id: UUID
 
-    package init(_ cells: PostgresRandomAccessRow, from first: Int) throws {
+    package init(_ cells: PostgresRandomAccessRow, from first: Int) {
         self.cells = cells
         self.first = first
-        id = try cells[first].decode(UUID.self)
+    }
+
+    /// Decoded when asked: a page needs only its last copy's, for the cursor.
+    package var id: UUID {
+        get throws { try cells[first].decode(UUID.self) }
     }
 
     package func view() throws -> CopyView {

@@ -22,7 +22,7 @@ package struct NearbyRoutes: Sendable {
     @Sendable func copies(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
         let rows = try await nearby.copies(query, after: after, limit: limit + 1)
-        let next = rows.count > limit ? rows.prefix(limit).last.map { DistanceCursor(distance: $0.sortKey, id: $0.copy.id).encoded } : nil
+        let next = rows.count > limit ? try rows.prefix(limit).last.map { DistanceCursor(distance: $0.sortKey, id: try $0.copy.id).encoded } : nil
         return try .json(Page(data: Array(rows.prefix(limit)), nextCursor: next), for: request)
     }
 

@@ -174,7 +174,7 @@ package struct NearbyStore: Sendable {
     }
 
     static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
-        NearbyCopy(copy: try CopyCells(cells, from: 5), distanceKm: try cells[2].decode(Double.self),
+        NearbyCopy(copy: CopyCells(cells, from: 5), distanceKm: try cells[2].decode(Double.self),
                    sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
     }
 

@@ -75,7 +75,7 @@ import Testing
                    \(view.book.title), \(view.book.authors), \(view.owner.id), \(view.owner.username), \(view.owner.displayName)
             """
         let rows = try await client.query(query, logger: Logger(label: "test")).collect()
-        return try CopyCells(try #require(rows.first).makeRandomAccess(), from: 0)
+        return CopyCells(try #require(rows.first).makeRandomAccess(), from: 0)
     }
 
     /// The same copy with what PostgreSQL cannot store or keep taken out: NUL characters, and
