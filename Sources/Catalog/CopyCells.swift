@@ -5,9 +5,9 @@ import PostgresNIO
 
 /// A copy's `CopiesStore.columns` as PostgreSQL sent them, from column `first` of a row: for a
 /// page that only passes copies through, written to JSON from their bytes (`write(to:nearby:)`)
-/// without a `CopyView` in between. Per nearby copy, decoding its 16 cells into strings, an
-/// array and a view, writing those and freeing them cost the server about 8 µs, the larger part
-/// of a page of 50 (see README, the HTTP layer). `view()` decodes, for everything else.
+/// without a `CopyView` in between: decoding 50 copies' cells into strings, arrays and views and
+/// writing those took 123 µs on one thread, writing the cells 66 (`NearbyRowsJSON` in the
+/// nearby benchmark; see README, the HTTP layer). `view()` decodes, for everything else.
 package struct CopyCells: Sendable {
     let cells: PostgresRandomAccessRow
     let first: Int

@@ -12,8 +12,8 @@ package struct CellShapeError: Error, CustomStringConvertible {
 }
 
 /// JSON written straight from the cells of a row in PostgreSQL's binary format, for pages that
-/// pass what they read through unchanged. Decoding a nearby page's 51 rows into Swift values
-/// (strings, arrays, a view per copy) and then writing those was a third of the server's CPU
+/// pass what they read through unchanged. Decoding a nearby page's rows into Swift values
+/// (strings, arrays, a view per copy) and then writing those was a quarter of the server's CPU
 /// for the page; the bytes are the same as `JSONWriter` writes for the decoded values, which
 /// `JSONWriterTests` holds to, so clients and ETags cannot tell the two apart.
 extension JSONWriter {
