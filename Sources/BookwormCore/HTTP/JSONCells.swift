@@ -62,14 +62,14 @@ extension JSONWriter {
             count = length
         }
         separate()
-        bytes.append(UInt8(ascii: "["))
+        append(UInt8(ascii: "["))
         needsComma = false
         for _ in 0..<count {
             guard let length = buffer.readInteger(as: Int32.self), length >= 0, let element = buffer.readSlice(length: Int(length))
             else { throw shape }
             element.withUnsafeReadableBytes { quoted($0) }
         }
-        bytes.append(UInt8(ascii: "]"))
+        append(UInt8(ascii: "]"))
         needsComma = true
     }
 

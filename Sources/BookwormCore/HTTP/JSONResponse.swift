@@ -6,17 +6,17 @@ extension Response {
     /// A JSON response with a strong ETag over its bytes; a GET whose `If-None-Match` matches
     /// gets 304 with no body.
     package static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, for request: Request) throws -> Response {
-        json(bytes: [UInt8](try JSONEncoder.api.encode(value)), status: status, for: request)
+        try JSONEncoder.api.encode(value).withUnsafeBytes { json(bytes: $0, status: status, for: request) }
     }
 
     /// The same bytes for the pages clients fetch most, written by `JSONWriter`.
     package static func json<T: Encodable & JSONWritable>(_ value: T, status: HTTPResponse.Status = .ok, for request: Request) throws -> Response {
         var writer = JSONWriter(capacity: 32_768)
         try value.write(to: &writer)
-        return json(bytes: writer.bytes, status: status, for: request)
+        return writer.withBytes { json(bytes: $0, status: status, for: request) }
     }
 
-    private static func json(bytes: [UInt8], status: HTTPResponse.Status, for request: Request) -> Response {
+    private static func json(bytes: UnsafeRawBufferPointer, status: HTTPResponse.Status, for request: Request) -> Response {
         let etag = "\"" + Digest.hex(Digest.fingerprint(bytes)) + "\""
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .eTag: etag]
         if request.method == .get || request.method == .head, status == .ok,

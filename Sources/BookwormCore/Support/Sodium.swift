@@ -30,9 +30,13 @@ package enum Digest {
     /// SHA-256 before it 8 %). The key is fixed so that every process gives a page the same tag.
     /// Whoever could craft a collision would only keep their own change from looking new.
     package static func fingerprint(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.withUnsafeBytes { fingerprint($0) }
+    }
+
+    package static func fingerprint(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         precondition(Sodium.ready)
         var out = [UInt8](repeating: 0, count: Int(crypto_shorthash_siphashx24_BYTES))
-        _ = crypto_shorthash_siphashx24(&out, bytes, UInt64(bytes.count), fingerprintKey)
+        _ = crypto_shorthash_siphashx24(&out, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count), fingerprintKey)
         return out
     }
 
