@@ -165,3 +165,16 @@ struct LoadTools {
         return LoadTools(wrk: wrk, curl: curl, pgbench: pgbench, psql: psql)
     }
 }
+
+enum BenchTiming {
+    /// Seconds per round of `body`: the median of five timed runs of `rounds` rounds each.
+    static func secondsPerRound(rounds: Int, _ body: () throws -> Void) throws -> Double {
+        var runs: [Double] = []
+        for _ in 0..<5 {
+            let start = ContinuousClock.now
+            for _ in 0..<rounds { try body() }
+            runs.append((ContinuousClock.now - start).seconds / Double(rounds))
+        }
+        return runs.sorted()[2]
+    }
+}

@@ -15,8 +15,8 @@ struct JSONBenchmark {
         let encoded = [UInt8](try JSONEncoder.api.encode(page))
         guard writer.bytes == encoded else { throw Shell.Failure(description: "JSONWriter and JSONEncoder disagree on the page") }
 
-        let encoder = try measure { _ = try JSONEncoder.api.encode(page) }
-        let written = try measure {
+        let encoder = try BenchTiming.secondsPerRound(rounds: rounds) { _ = try JSONEncoder.api.encode(page) }
+        let written = try BenchTiming.secondsPerRound(rounds: rounds) {
             var writer = JSONWriter(capacity: 32_768)
             try page.write(to: &writer)
             guard !writer.bytes.isEmpty else { throw Shell.Failure(description: "empty page") }
@@ -29,18 +29,6 @@ struct JSONBenchmark {
                       reference: String(format: "JSONEncoder %.1f µs/page", encoder * 1e6), ratio: written / encoder,
                       goal: "same bytes", met: true),
         ])
-    }
-
-    /// Seconds per page: the median of five timed runs of `rounds` pages.
-    private func measure(_ body: () throws -> Void) throws -> Double {
-        var runs: [Double] = []
-        for _ in 0..<5 {
-            let start = ContinuousClock.now
-            for _ in 0..<rounds { try body() }
-            let elapsed = ContinuousClock.now - start
-            runs.append((Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / Double(rounds))
-        }
-        return runs.sorted()[2]
     }
 
     private static func copy(_ index: Int) -> CopyView {

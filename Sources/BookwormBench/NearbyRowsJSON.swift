@@ -42,23 +42,12 @@ enum NearbyRowsJSON {
         guard fromCells == (try decodedThenWritten(rows, cursor)) else {
             throw Shell.Failure(description: "the nearby page written from cells and from decoded copies differ")
         }
-        let cells = try median { _ = try write(page) }
-        let decoded = try median { _ = try decodedThenWritten(rows, cursor) }
+        let cells = try BenchTiming.secondsPerRound(rounds: rounds) { _ = try write(page) }
+        let decoded = try BenchTiming.secondsPerRound(rounds: rounds) { _ = try decodedThenWritten(rows, cursor) }
         return Figures(rows: rows.count, bytes: fromCells.count, cells: cells, decoded: decoded)
-
-        func median(_ body: () throws -> Void) throws -> Double {
-            var runs: [Double] = []
-            for _ in 0..<5 {
-                let start = ContinuousClock.now
-                for _ in 0..<rounds { try body() }
-                let elapsed = ContinuousClock.now - start
-                runs.append((Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / Double(rounds))
-            }
-            return runs.sorted()[2]
-        }
     }
 
-    private static func write(_ page: Page<NearbyCopy>) throws -> [UInt8] {
+    private static func write<Item: JSONWritable>(_ page: Page<Item>) throws -> [UInt8] {
         var writer = JSONWriter(capacity: 32_768)
         try page.write(to: &writer)
         return writer.bytes
@@ -66,16 +55,18 @@ enum NearbyRowsJSON {
 
     /// The previous path: every row decoded into a `CopyView`, then written.
     private static func decodedThenWritten(_ rows: [NearbyCopy], _ nextCursor: String?) throws -> [UInt8] {
-        let views = try rows.map { (try $0.copy.view(), $0) }
-        var writer = JSONWriter(capacity: 32_768)
-        writer.object { json in
-            json.key("data")
-            json.array(views) { (json: inout JSONWriter, item: (CopyView, NearbyCopy)) in
-                item.0.write(to: &json, nearby: (Nearby.rounded(item.1.distanceKm), item.1.place))
-            }
-            json.key("next_cursor")
-            json.string(nextCursor)
+        try write(Page(data: try rows.map { DecodedCopy(view: try $0.copy.view(), row: $0) }, nextCursor: nextCursor))
+    }
+
+    /// A nearby copy decoded; its `Encodable` form is the row's (`Page` asks for one).
+    private struct DecodedCopy: Encodable, JSONWritable {
+        let view: CopyView
+        let row: NearbyCopy
+
+        func encode(to encoder: any Encoder) throws { try row.encode(to: encoder) }
+
+        func write(to json: inout JSONWriter) {
+            view.write(to: &json, nearby: (Nearby.rounded(row.distanceKm), row.place))
         }
-        return writer.bytes
     }
 }

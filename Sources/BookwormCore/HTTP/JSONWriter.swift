@@ -69,7 +69,7 @@ package struct JSONWriter: ~Copyable {
         needsComma = true
     }
 
-    package mutating func array<Element>(_ elements: [Element], _ write: (inout JSONWriter, Element) throws -> Void) rethrows {
+    mutating func array<Element>(_ elements: [Element], _ write: (inout JSONWriter, Element) throws -> Void) rethrows {
         separate()
         append(UInt8(ascii: "["))
         needsComma = false

@@ -29,10 +29,6 @@ package enum Digest {
     /// page of 27 KB on this machine; BLAKE2b was 6 % of the server's CPU for such a page, and
     /// SHA-256 before it 8 %). The key is fixed so that every process gives a page the same tag.
     /// Whoever could craft a collision would only keep their own change from looking new.
-    package static func fingerprint(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.withUnsafeBytes { fingerprint($0) }
-    }
-
     package static func fingerprint(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         precondition(Sodium.ready)
         var out = [UInt8](repeating: 0, count: Int(crypto_shorthash_siphashx24_BYTES))
