@@ -155,6 +155,20 @@ import Testing
         }
     }
 
+    @Test func bearerSchemeIsCaseInsensitiveAndTheTokenMayHaveBlanksAround() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            for header in ["bearer \(account.token)", "BEARER \(account.token)", "Bearer \t \(account.token)  ", "bEaReR  \(account.token)\t"] {
+                #expect(try await app.request(.get, "/v1/me", headers: [.authorization: header]).status == .ok, "\(header)")
+            }
+            for header in ["Bearer", "Bearer ", "Bearer    ", "Bearer\t\(account.token)", "Bearerx\(account.token)", "Bearer \(account.token)x",
+                           "Bearer \(account.token) x", "Cearer \(account.token)"] {
+                let response = try await app.request(.get, "/v1/me", headers: [.authorization: header])
+                #expect(response.status == .unauthorized && response.isProblem, "\(header)")
+            }
+        }
+    }
+
     @Test func meAnswers304ForAMatchingETag() async throws {
         try await withApp { app in
             let account = try await app.register()

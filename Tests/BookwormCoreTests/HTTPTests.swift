@@ -154,6 +154,18 @@ import Testing
         }
     }
 
+    @Test func generatedRequestIDsAreDistinctUUIDShapedHex() {
+        let ids = (0..<20_000).map { _ in RequestIDs.next() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(100) {
+            #expect(UUID(uuidString: id) != nil && id == id.lowercased() && id.count == 36, "\(id)")
+        }
+        // The counter is mixed, not shown: consecutive ids differ in many digits.
+        let differing = zip(ids[0].utf8, ids[1].utf8).filter { $0 != $1 }.count
+        #expect(differing > 4)
+        #expect(RequestIDs.format(high: 0x0123_4567_89ab_cdef, low: 0xfedc_ba98_7654_3210) == "01234567-89ab-cdef-fedc-ba9876543210")
+    }
+
     @Test func healthEndpointsAnswer() async throws {
         try await withApp { app in
             #expect(try await app.request(.get, "/health/live").status == .ok)

@@ -63,6 +63,17 @@ import Testing
         }
     }
 
+    /// A number written again is copied from where it was first written: across the writer's
+    /// growth, interleaved with others, and never mistaken for another with the same digits.
+    @Test func repeatedNumbersAreWrittenAsWhenFirstFormatted() throws {
+        let pool: [Double] = [0, -0.0, 1, 0.1, 1e16, 2.5e-320, 51.5000121094598, -0.11917909500155126, 0.30000000000000004, 0.3]
+        var random = SeededRandom(seed: 5)
+        let numbers = (0..<3_000).map { _ in random.pick(pool) }
+        var writer = JSONWriter(capacity: 64)
+        writer.array(numbers) { $0.number($1) }
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == String(decoding: try JSONEncoder.api.encode(numbers), as: UTF8.self))
+    }
+
     func expectSameBytes<T: Encodable & JSONWritable>(_ value: T) throws {
         var writer = JSONWriter()
         try value.write(to: &writer)

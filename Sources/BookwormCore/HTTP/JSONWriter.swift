@@ -16,6 +16,11 @@ package struct JSONWriter: ~Copyable {
     private var count = 0
     private var capacity: Int
     var needsComma = false
+    /// The last numbers written (bit pattern, and where their text lies in the output): a page's
+    /// copies at one pin repeat its coordinates and distance, and formatting them anew was a
+    /// tenth of writing a nearby page.
+    private var recentNumbers = InlineArray<4, (bits: UInt64, offset: Int, length: Int)>(repeating: (0, 0, -1))
+    private var nextRecent = 0
 
     package init(capacity: Int = 1024) {
         self.capacity = max(capacity, 64)
@@ -56,7 +61,7 @@ package struct JSONWriter: ~Copyable {
         count += raw.count
     }
 
-    private mutating func append(_ text: StaticString) {
+    mutating func append(_ text: StaticString) {
         append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
@@ -153,79 +158,34 @@ package struct JSONWriter: ~Copyable {
     /// Only finite values reach here (coordinates and distances).
     package mutating func number(_ number: Double) {
         guard number.isFinite else { return null() }
-        var text = number.description
         separate()
+        let bits = number.bitPattern
+        for index in recentNumbers.indices where recentNumbers[index].bits == bits && recentNumbers[index].length >= 0 {
+            let (_, offset, length) = recentNumbers[index]
+            reserve(length)
+            (start + count).update(from: start + offset, count: length)
+            count += length
+            needsComma = true
+            return
+        }
+        let offset = count
+        var text = number.description
         // The ".0" left off by its bytes: `hasSuffix` and `removeLast` compare and cut by
         // grapheme, a twentieth of writing a nearby page.
         text.withUTF8 { utf8 in
             let whole = utf8.count >= 2 && utf8[utf8.count - 2] == UInt8(ascii: ".") && utf8[utf8.count - 1] == UInt8(ascii: "0")
             append(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8[..<(whole ? utf8.count - 2 : utf8.count)])))
         }
-        needsComma = true
-    }
-
-    /// `YYYY-MM-DDTHH:MM:SSZ`, the fraction dropped (floored), as `.iso8601` does.
-    package mutating func date(_ date: Date) {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
-        let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
-        let (day, dayOffset) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
-        let (year, month, dayOfMonth) = Self.civil(fromDays: day)
-        separate()
-        guard (0...9999).contains(year) else { return longDate(year, month, dayOfMonth, dayOffset) }
-        // Fixed width, so written in one append: `"YYYY-MM-DDTHH:MM:SSZ"`.
-        chunk(22) { out in
-            out[0] = UInt8(ascii: "\"")
-            Self.put(year, width: 4, into: out, at: 1)
-            out[5] = UInt8(ascii: "-")
-            Self.put(month, width: 2, into: out, at: 6)
-            out[8] = UInt8(ascii: "-")
-            Self.put(dayOfMonth, width: 2, into: out, at: 9)
-            out[11] = UInt8(ascii: "T")
-            Self.put(dayOffset / 3600, width: 2, into: out, at: 12)
-            out[14] = UInt8(ascii: ":")
-            Self.put(dayOffset / 60 % 60, width: 2, into: out, at: 15)
-            out[17] = UInt8(ascii: ":")
-            Self.put(dayOffset % 60, width: 2, into: out, at: 18)
-            out[20] = UInt8(ascii: "Z")
-            out[21] = UInt8(ascii: "\"")
-            return 22
-        }
-        needsComma = true
-    }
-
-    /// A year past 9999 (more digits), as `.iso8601` writes it.
-    private mutating func longDate(_ year: Int64, _ month: Int64, _ dayOfMonth: Int64, _ dayOffset: Int64) {
-        append(UInt8(ascii: "\""))
-        digits(year, width: 4)
-        append(UInt8(ascii: "-"))
-        digits(month, width: 2)
-        append(UInt8(ascii: "-"))
-        digits(dayOfMonth, width: 2)
-        append(UInt8(ascii: "T"))
-        digits(dayOffset / 3600, width: 2)
-        append(UInt8(ascii: ":"))
-        digits(dayOffset / 60 % 60, width: 2)
-        append(UInt8(ascii: ":"))
-        digits(dayOffset % 60, width: 2)
-        append(UInt8(ascii: "Z"))
-        append(UInt8(ascii: "\""))
+        recentNumbers[nextRecent] = (bits, offset, count - offset)
+        nextRecent = (nextRecent + 1) % recentNumbers.count
         needsComma = true
     }
 
     /// Up to `maximum` bytes written by `fill` in place (it returns how many): one capacity
     /// check for a whole key, id or date.
-    private mutating func chunk(_ maximum: Int, _ fill: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+    mutating func chunk(_ maximum: Int, _ fill: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
         reserve(maximum)
         count += fill(UnsafeMutableBufferPointer(start: start + count, count: maximum))
-    }
-
-    /// `value` (0 up to 10^width - 1) in decimal, zero-padded, at `out[at...]`.
-    private static func put(_ value: Int64, width: Int, into out: UnsafeMutableBufferPointer<UInt8>, at: Int) {
-        var rest = value
-        for position in stride(from: at + width - 1, through: at, by: -1) {
-            out[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-            rest /= 10
-        }
     }
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
@@ -234,19 +194,6 @@ package struct JSONWriter: ~Copyable {
 
     mutating func separate() {
         if needsComma { append(UInt8(ascii: ",")) }
-    }
-
-    /// `value` in decimal, zero-padded to `width` (years 0–9999, two-digit fields).
-    private mutating func digits(_ value: Int64, width: Int) {
-        var divisor: Int64 = 1
-        for _ in 1..<width { divisor *= 10 }
-        while value / divisor >= 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
     }
 
     private mutating func escape(_ byte: UInt8) {
@@ -266,20 +213,6 @@ package struct JSONWriter: ~Copyable {
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-    /// `civil_from_days`); the same as Foundation's calendar for every date after 1582.
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
 }
 
 /// A response body type with a hand-written `JSONWriter` form; it must match its `Encodable` form.

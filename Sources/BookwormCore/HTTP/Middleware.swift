@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Outermost: gives the request its id (the caller's, if sane), applies per-request limits from
 /// the configuration, and stamps `X-Request-Id` on every response.
@@ -20,7 +21,7 @@ package struct RequestSetupMiddleware: RouterMiddleware {
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         let incoming = request.headers[.xRequestID].flatMap { Self.isSafeID($0) ? $0 : nil }
-        let id = incoming ?? UUID().uuidString.lowercased()
+        let id = incoming ?? RequestIDs.next()
         context.requestID = id
         context.maxBodyBytes = maxBodyBytes
         context.trustForwardedFor = trustForwardedFor
@@ -35,6 +36,45 @@ package struct RequestSetupMiddleware: RouterMiddleware {
         !value.isEmpty && value.count <= 128 && value.utf8.allSatisfy { byte in
             (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a)
                 || byte == 0x2d || byte == 0x5f || byte == 0x2e
+        }
+    }
+}
+
+/// Ids for requests that came without one, shaped as a UUID (36 lowercase hex digits and
+/// dashes). Foundation's `UUID()` opens, reads and closes `/dev/urandom` for each, three system
+/// calls a request; these come from a counter instead, unique within the process, mixed through
+/// a bijection keyed at random per process, so they are unique across processes too (but for a
+/// 2^-64 chance) and do not count a server's requests for its clients.
+enum RequestIDs {
+    private static let keys = (UInt64.random(in: .min ... .max), UInt64.random(in: .min ... .max))
+    private static let counter = Atomic<UInt64>(0)
+
+    static func next() -> String {
+        let serial = counter.add(1, ordering: .relaxed).newValue
+        return format(high: keys.0, low: mix(serial &+ keys.1))
+    }
+
+    /// SplitMix64's finalizer: a bijection on 64 bits, so distinct serials stay distinct.
+    static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
+        z = (z ^ (z >> 30)) &* 0xbf58476d1ce4e5b9
+        z = (z ^ (z >> 27)) &* 0x94d049bb133111eb
+        return z ^ (z >> 31)
+    }
+
+    static func format(high: UInt64, low: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 36) { out in
+            var at = 0
+            for (index, word) in [high, low].enumerated() {
+                for nibble in 0..<16 {
+                    let position = index * 16 + nibble
+                    if position == 8 || position == 12 || position == 16 || position == 20 { out[at] = UInt8(ascii: "-"); at += 1 }
+                    let digit = UInt8(truncatingIfNeeded: word >> (60 - 4 * UInt64(nibble))) & 0x0f
+                    out[at] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+                    at += 1
+                }
+            }
+            return at
         }
     }
 }
