@@ -6,7 +6,7 @@ extension BenchDatabase {
     /// As `pgbench(_:scripts:clients:seconds:mode:)`: transactions per second, and the p99 of
     /// their latencies in milliseconds.
     func pgbenchWithP99(_ pgbench: String, scripts: [String], clients: Int, seconds: Int, mode: String) throws -> (tps: Double, p99: Double) {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-pgbench-\(getpid())-\(UUID().uuidString)")
+        let folder = BenchScratch.url("bookworm-pgbench-\(getpid())-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let text = try Shell.run(pgbench, ["-h", socketDirectory, "-U", "bookworm", "-n", "-M", mode, "-c", "\(clients)", "-j", "2",

@@ -109,7 +109,7 @@ enum BenchAccount {
 
     /// A wrk script adding the bearer token and requesting `paths` in turn, one per request.
     static func pathsScript(token: String, paths: [String]) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path
+        let path = BenchScratch.url("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path
         try """
             wrk.headers["Authorization"] = "Bearer \(token)"
             local paths = {\(paths.map { "\"\($0)\"" }.joined(separator: ", "))}
@@ -124,7 +124,7 @@ enum BenchAccount {
 
     /// A wrk script adding the bearer token; `pacedMillis` waits between a connection's requests.
     static func headerScript(token: String, pacedMillis: Int? = nil) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path
+        let path = BenchScratch.url("bookworm-bench-\(getpid())-\(UUID().uuidString).lua").path
         var script = "wrk.headers[\"Authorization\"] = \"Bearer \(token)\"\n"
         if let pacedMillis { script += "function delay()\n    return \(pacedMillis)\nend\n" }
         try script.write(toFile: path, atomically: true, encoding: .utf8)
@@ -177,4 +177,17 @@ enum BenchTiming {
         }
         return runs.sorted()[2]
     }
+}
+
+/// The benchmarks' scripts and scratch files, in one folder of this process's that goes when it
+/// exits: each run used to leave its wrk scripts in the temporary directory.
+enum BenchScratch {
+    static let folder: URL = {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-\(getpid())")
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(at: BenchScratch.folder) }
+        return folder
+    }()
+
+    static func url(_ name: String) -> URL { folder.appendingPathComponent(name) }
 }

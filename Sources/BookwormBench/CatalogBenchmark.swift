@@ -36,7 +36,7 @@ struct CatalogBenchmark {
                                                            base + "/v1/copies?limit=20&cursor=\(cursor)"]))
 
         let encoded = query.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? query
-        let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-library-\(getpid()).sql").path
+        let script = BenchScratch.url("bookworm-library-\(getpid()).sql").path
         let search = try await server.withClients { _, asServer in
             try await CatalogBenchmarkSQL.librarySearch(query: query, limit: 20, database: asServer)
         }
@@ -111,7 +111,7 @@ struct BenchDatabase {
     /// of `script` with pgbench variables `definitions` (`-D name=value` pairs), after `warmUp`
     /// runs left out (a new connection's first run prepares and plans the statement).
     func pgbenchLatencies(_ pgbench: String, script: String, definitions: [String], transactions: Int, warmUp: Int = 0) throws -> [Double] {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-pgbench-\(getpid())-\(UUID().uuidString)")
+        let folder = BenchScratch.url("bookworm-pgbench-\(getpid())-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let file = folder.appendingPathComponent("script.sql").path

@@ -58,7 +58,7 @@ struct FeedBenchmark {
         }
         try measurePgbench(&sql, pgbench: pgbench, database: database, origins: origins)
 
-        let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-feed-\(getpid()).sql").path
+        let script = BenchScratch.url("bookworm-feed-\(getpid()).sql").path
         try (FeedBenchmarkSQL.globalFeed(limit: limit) + ";\n").write(toFile: script, atomically: true, encoding: .utf8)
         // pgbench prepared (`-M prepared`, the reference: a skilled user prepares), and
         // its default simple protocol beside it, which parses and plans every run; in

@@ -106,7 +106,7 @@ struct WrkScripts {
     let me: String
 
     init(password: String, token: String) throws {
-        login = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-login-\(getpid()).lua").path
+        login = BenchScratch.url("bookworm-login-\(getpid()).lua").path
         try """
             wrk.method = "POST"
             wrk.headers["Content-Type"] = "application/json"

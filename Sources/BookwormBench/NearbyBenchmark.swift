@@ -62,7 +62,7 @@ struct NearbyBenchmark {
     private func measureThroughput(_ tools: LoadTools, server: ServerUnderTest, database: BenchDatabase,
                                    at origins: [(latitude: Double, longitude: Double)]) throws -> (PairedThroughput, SplitThroughput?) {
         let token = try BenchAccount.token(curl: tools.curl, base: "http://127.0.0.1:\(port)", username: "nearbybench")
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-nearby-\(getpid())").path
+        let folder = BenchScratch.url("bookworm-nearby-\(getpid())").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         var paths: [String] = [], scripts: [String] = []
         for (index, origin) in origins.enumerated() {

@@ -190,7 +190,7 @@ final class BenchSink: Sendable {
         """
 
     static func start() throws -> BenchSink {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-bench-sink-\(getpid())").path
+        let folder = BenchScratch.url("bookworm-bench-sink-\(getpid())").path
         try? FileManager.default.removeItem(atPath: folder)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try sinkScript.write(toFile: folder + "/sink.py", atomically: true, encoding: .utf8)

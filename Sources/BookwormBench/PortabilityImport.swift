@@ -22,7 +22,7 @@ extension PortabilityBenchmark {
         let token = try BenchAccount.token(curl: tools.curl, base: base, username: importer)
         let readerToken = try BenchAccount.token(curl: tools.curl, base: base, username: Self.reader)
         let isbns = try database.lines("SELECT isbn13 FROM books WHERE isbn13 IS NOT NULL ORDER BY id LIMIT \(lines / 2)")
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bench-goodreads-\(getpid()).csv").path
+        let path = BenchScratch.url("bench-goodreads-\(getpid()).csv").path
         try Self.goodreads(lines: lines, isbns: isbns).write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
 

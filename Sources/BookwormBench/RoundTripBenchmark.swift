@@ -30,7 +30,7 @@ struct RoundTripBenchmark {
             return [("one connection (PostgresConnection.query)", connectionTimes), ("the pool (PostgresClient.query)", poolTimes),
                     ("the pool with deadlines (Database.query, as stores run)", databaseTimes)]
         }
-        let script = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-roundtrip-\(getpid()).sql").path
+        let script = BenchScratch.url("bookworm-roundtrip-\(getpid()).sql").path
         try "SELECT 1;\n".write(toFile: script, atomically: true, encoding: .utf8)
         let tps = try server.database(psql: tools.psql).pgbench(tools.pgbench, script: script, clients: 1, seconds: 5, mode: "prepared")
         let pgbenchMillis = 1000 / max(tps, 0.001)

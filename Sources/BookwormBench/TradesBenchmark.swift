@@ -35,7 +35,7 @@ struct TradesBenchmark {
         let lenderToken = try BenchAccount.token(curl: tools.curl, base: base, username: Self.lender)
         var borrowers: [String] = []
         for index in 0..<clients { borrowers.append(try BenchAccount.token(curl: tools.curl, base: base, username: "\(Self.borrower)\(index)")) }
-        let pgbenchScript = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-trades-\(getpid()).sql").path
+        let pgbenchScript = BenchScratch.url("bookworm-trades-\(getpid()).sql").path
         try TradesBenchmarkSQL.requestScript(copies: copies, requesters: clients).write(toFile: pgbenchScript, atomically: true, encoding: .utf8)
         // pgbench first, on copies of its own; then the same copies afresh for HTTP.
         try database.execute(TradesBenchmarkSQL.resetContention(lender: Self.lender, borrowerPrefix: Self.borrower, copies: copies))
