@@ -89,14 +89,14 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
 }
 
 /// The app's pool of one database, and beside it the smaller pool whose sessions plan every
-/// statement generically (`GenericPlanPool`, for the nearby statements): a quarter of the pool
-/// size, at least two. Returns the database and both clients, to run as services.
+/// statement generically (`GenericPlanPool`, for the nearby statements; `Config.genericPoolSize`).
+/// Returns the database and both clients, to run as services.
 func pools(_ settings: DatabaseSettings, config: Config, logger: Logger) -> (Database, [PostgresClient]) {
     let timeout = config.databaseDeadlines.statement
     let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: timeout),
                                 backgroundLogger: logger)
     let generic = PostgresClient(
-        configuration: settings.clientConfiguration(poolSize: max(2, config.databasePoolSize / 4), statementTimeout: timeout, genericPlans: true),
+        configuration: settings.clientConfiguration(poolSize: config.genericPoolSize, statementTimeout: timeout, genericPlans: true),
         backgroundLogger: logger)
     let usage = PoolUsage()
     let database = Database(client: client, deadlines: config.databaseDeadlines, usage: usage)

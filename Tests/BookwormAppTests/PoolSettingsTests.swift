@@ -45,6 +45,52 @@ import Testing
         }
     }
 
+    @Test func theNearbyPoolIsAQuarterOfThePoolAndBesideTheEmbeddedClusterAtMostOneMoreThanTheCPUs() throws {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let external = ["DATABASE_URL": "postgres://bookworm@db.example/bookworm"]
+        #expect(try Config.fromEnvironment(external.merging(["BOOKWORM_DB_POOL_SIZE": "40"]) { $1 }).genericPoolSize == 10)
+        #expect(try Config.fromEnvironment(external.merging(["BOOKWORM_DB_POOL_SIZE": "4"]) { $1 }).genericPoolSize == 2)
+        #expect(try Config.fromEnvironment(["BOOKWORM_DB_POOL_SIZE": "40"]).genericPoolSize == max(2, min(10, cores + 1)))
+        #expect(try Config.fromEnvironment(["BOOKWORM_DB_POOL_SIZE": "1"]).genericPoolSize == 2)
+        for environment in [external, [:]] {
+            let set = environment.merging(["BOOKWORM_DB_GENERIC_POOL_SIZE": "7"]) { $1 }
+            #expect(try Config.fromEnvironment(set).genericPoolSize == 7)
+        }
+        for bad in ["0", "-1", "many", "1001"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try Config.fromEnvironment(["BOOKWORM_DB_GENERIC_POOL_SIZE": bad]) }
+        }
+    }
+
+    /// The size is the pool's: nine statements at once share its three connections (the default
+    /// for the tests' pool of four would be two).
+    @Test func nearbyStatementsRunOnAtMostTheGenericPoolsConnections() async throws {
+        try await withApp { app in
+            let logger = Logger(label: "pool-settings-test")
+            var config = Config.forTests(app.settings)
+            config.databaseGenericPoolSize = 3
+            let (database, clients) = pools(app.settings, config: config, logger: logger)
+            try await withThrowingDiscardingTaskGroup { group in
+                for client in clients { group.addTask { await client.run() } }
+                defer { group.cancelAll() }
+                let backends = try await withThrowingTaskGroup(of: Int32.self) { statements in
+                    for _ in 0..<9 {
+                        statements.addTask {
+                            try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger).map { try $0.decode(Int32.self) }[0]
+                        }
+                    }
+                    return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
+                }
+                #expect(backends.count == 3)
+            }
+        }
+    }
+
+    /// Holds its connection a moment, so that the nine overlap.
+    private struct BackendProbe: PreparedSQL {
+        static let sql = "SELECT pg_backend_pid() FROM pg_sleep(0.05)"
+        let values: [SQLValue] = []
+    }
+
     private struct PlanModeProbe: PreparedSQL {
         static let sql = "SELECT setting, source FROM pg_settings WHERE name = 'plan_cache_mode'"
         let values: [SQLValue] = []
