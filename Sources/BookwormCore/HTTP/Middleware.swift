@@ -62,20 +62,9 @@ enum RequestIDs {
         return z ^ (z >> 31)
     }
 
+    /// The two words, high first, laid out as a UUID is (`apiString`).
     static func format(high: UInt64, low: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 36) { out in
-            var at = 0
-            for (index, word) in [high, low].enumerated() {
-                for nibble in 0..<16 {
-                    let position = index * 16 + nibble
-                    if position == 8 || position == 12 || position == 16 || position == 20 { out[at] = UInt8(ascii: "-"); at += 1 }
-                    let digit = UInt8(truncatingIfNeeded: word >> (60 - 4 * UInt64(nibble))) & 0x0f
-                    out[at] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
-                    at += 1
-                }
-            }
-            return at
-        }
+        withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { UUID(uuid: $0.load(as: uuid_t.self)) }.apiString
     }
 }
 
