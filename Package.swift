@@ -18,6 +18,7 @@ let testDependencies: [Target.Dependency] = rooms + [
     .product(name: "ZIPFoundation", package: "ZIPFoundation"),
     .product(name: "HummingbirdTesting", package: "hummingbird"),
     .product(name: "JWTKit", package: "jwt-kit"),
+    .product(name: "NIOPosix", package: "swift-nio"),
 ]
 
 let package = Package(

@@ -54,7 +54,7 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         services += replicaClients
         reads = Database.readReplica(client: replica.client, primary: database)
         if let replicaGeneric = replica.genericPlans, let primaryGeneric = database.genericPlans {
-            reads = reads.withGenericPlans(Database.readReplica(client: replicaGeneric.database.client, primary: primaryGeneric.database))
+            reads = reads.withGenericPlans(replicaGeneric.readReplica(primary: primaryGeneric))
         }
     }
     let hasher = try PasswordHasher(settings: config.hashing)
@@ -89,19 +89,24 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
 }
 
 /// The app's pool of one database, and beside it the smaller pool whose sessions plan every
-/// statement generically (`GenericPlanPool`, for the nearby statements; `Config.genericPoolSize`).
-/// Returns the database and both clients, to run as services.
+/// statement generically (`GenericPlanPool`, for the nearby statements; `Config.genericPoolSize`),
+/// one part per event loop. Returns the database and every client, to run as services.
 func pools(_ settings: DatabaseSettings, config: Config, logger: Logger) -> (Database, [PostgresClient]) {
     let timeout = config.databaseDeadlines.statement
     let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: timeout),
                                 backgroundLogger: logger)
-    let generic = PostgresClient(
-        configuration: settings.clientConfiguration(poolSize: config.genericPoolSize, statementTimeout: timeout, genericPlans: true),
-        backgroundLogger: logger)
     let usage = PoolUsage()
-    let database = Database(client: client, deadlines: config.databaseDeadlines, usage: usage)
-        .withGenericPlans(Database(client: generic, deadlines: config.databaseDeadlines, usage: usage))
-    return (database, [client, generic])
+    let loops = LoopExecutor.loops
+    let generic = zip(loops, GenericPlanPool.sizes(config.genericPoolSize, loops: loops.count)).map { loop, size in
+        (loop: loop, client: PostgresClient(
+            configuration: settings.clientConfiguration(poolSize: size, statementTimeout: timeout, genericPlans: true),
+            eventLoopGroup: loop, backgroundLogger: logger))
+    }
+    let pool = GenericPlanPool(byLoop: generic.map {
+        (loop: $0.loop, database: Database(client: $0.client, deadlines: config.databaseDeadlines, usage: usage))
+    })
+    let database = Database(client: client, deadlines: config.databaseDeadlines, usage: usage).withGenericPlans(pool)
+    return (database, [client] + generic.map(\.client))
 }
 
 /// Raises the open-files limit and keeps the connection cap below it, with room for the

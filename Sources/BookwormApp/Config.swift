@@ -93,15 +93,17 @@ package struct Config: Sendable {
     }
 
     /// The nearby statements' pool when not set: a quarter of the main pool, at least two; and
-    /// beside the embedded cluster, which shares this machine's CPUs, at most one more than
-    /// them. Those statements keep PostgreSQL's CPU busy, so more of them at once only adds
-    /// switching between its backends: on two CPUs, three against five cost PostgreSQL 7–10 %
-    /// less CPU a nearby page and served 2–6 % more pages (alternating ad hoc `wrk` rounds).
+    /// beside the embedded cluster, which shares this machine's CPUs, at most two for each event
+    /// loop (one loop per CPU; the pool is split among the loops, `GenericPlanPool`). Those
+    /// statements keep PostgreSQL's CPU busy, so more of them at once only adds switching between
+    /// its backends. On two CPUs, in alternating ad hoc `wrk` rounds of nearby pages, four
+    /// served 950–1,290 pages a second (three of four rounds above 1,270), three 1,090–1,220,
+    /// six 940–1,240 (2026-11-27).
     var genericPoolSize: Int {
         if let databaseGenericPoolSize { return databaseGenericPoolSize }
         let quarter = max(2, databasePoolSize / 4)
         guard databaseURL == nil else { return quarter }
-        return max(2, min(quarter, ProcessInfo.processInfo.activeProcessorCount + 1))
+        return max(2, min(quarter, 2 * LoopExecutor.loops.count))
     }
 
     /// Reads the process environment; a malformed value is an error naming the variable.

@@ -103,7 +103,7 @@ final class ServerUnderTest {
                                                                                      genericPlans: true),
                                          backgroundLogger: logger)
             return try await generic.whileRunning { generic in
-                try await body(client, Database.forAdministration(client).withGenericPlans(.forAdministration(generic)))
+                try await body(client, Database.forAdministration(client).withGenericPlans(GenericPlanPool(.forAdministration(generic))))
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import PostgresNIO
 import Testing
 @testable import BookwormApp
@@ -45,12 +46,12 @@ import Testing
         }
     }
 
-    @Test func theNearbyPoolIsAQuarterOfThePoolAndBesideTheEmbeddedClusterAtMostOneMoreThanTheCPUs() throws {
-        let cores = ProcessInfo.processInfo.activeProcessorCount
+    @Test func theNearbyPoolIsAQuarterOfThePoolAndBesideTheEmbeddedClusterAtMostTwoForEachEventLoop() throws {
+        let loops = LoopExecutor.loops.count
         let external = ["DATABASE_URL": "postgres://bookworm@db.example/bookworm"]
         #expect(try Config.fromEnvironment(external.merging(["BOOKWORM_DB_POOL_SIZE": "40"]) { $1 }).genericPoolSize == 10)
         #expect(try Config.fromEnvironment(external.merging(["BOOKWORM_DB_POOL_SIZE": "4"]) { $1 }).genericPoolSize == 2)
-        #expect(try Config.fromEnvironment(["BOOKWORM_DB_POOL_SIZE": "40"]).genericPoolSize == max(2, min(10, cores + 1)))
+        #expect(try Config.fromEnvironment(["BOOKWORM_DB_POOL_SIZE": "40"]).genericPoolSize == max(2, min(10, 2 * loops)))
         #expect(try Config.fromEnvironment(["BOOKWORM_DB_POOL_SIZE": "1"]).genericPoolSize == 2)
         for environment in [external, [:]] {
             let set = environment.merging(["BOOKWORM_DB_GENERIC_POOL_SIZE": "7"]) { $1 }
@@ -81,6 +82,44 @@ import Testing
                     return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
                 }
                 #expect(backends.count == 3)
+            }
+        }
+    }
+
+    /// A statement from an event loop's executor runs on a connection of that loop's own part of
+    /// the pool, and its caller resumes on that loop: no thread but the loop's is woken.
+    @Test func aNearbyStatementFromAnEventLoopUsesThatLoopsConnectionsAndResumesThere() async throws {
+        try await withApp { app in
+            let logger = Logger(label: "pool-settings-test")
+            var config = Config.forTests(app.settings)
+            config.databaseGenericPoolSize = 2 * LoopExecutor.loops.count
+            let (database, clients) = pools(app.settings, config: config, logger: logger)
+            let generic = try #require(database.genericPlans)
+            try await withThrowingDiscardingTaskGroup { group in
+                for client in clients { group.addTask { await client.run() } }
+                defer { group.cancelAll() }
+                var backendsByLoop: [Set<Int32>] = []
+                for loop in LoopExecutor.loops {
+                    let executor = try #require(LoopExecutor.of(loop))
+                    let backends = try await withTaskExecutorPreference(executor) {
+                        try await withThrowingTaskGroup(of: Int32.self) { statements in
+                            for _ in 0..<6 {
+                                statements.addTask {
+                                    let onLoop = try await generic.database.withConnection { $0.eventLoop === loop }
+                                    #expect(onLoop)
+                                    let pid = try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger)
+                                        .map { try $0.decode(Int32.self) }[0]
+                                    #expect(loop.inEventLoop)
+                                    return pid
+                                }
+                            }
+                            return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
+                        }
+                    }
+                    #expect(backends.count == 2)
+                    backendsByLoop.append(backends)
+                }
+                #expect(Set(backendsByLoop.flatMap { $0 }).count == 2 * LoopExecutor.loops.count)
             }
         }
     }

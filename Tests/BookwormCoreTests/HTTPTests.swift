@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOPosix
 import PostgresNIO
 import Testing
 @testable import BookwormCore
@@ -22,6 +23,25 @@ import Testing
             #expect(Data(base64URL: text) == Data(bytes))
         }
         #expect(Data(base64URL: "a*b") == nil)
+    }
+
+    /// Each request's handler runs on an event loop of the server's and comes back to the same
+    /// loop after it waits; without `LoopBoundHTTP1Channel` it runs on the cooperative pool.
+    @Test func handlersRunOnTheirConnectionsEventLoopAndResumeThere() async throws {
+        let router = Router(context: AppRequestContext.self)
+        router.get("where") { _, _ -> String in
+            guard let before = MultiThreadedEventLoopGroup.currentEventLoop else { return "off the loops" }
+            try await Task.sleep(for: .milliseconds(1))
+            guard let after = MultiThreadedEventLoopGroup.currentEventLoop else { return "left the loops" }
+            return before === after && LoopExecutor.of(after) != nil ? "on its loop" : "moved"
+        }
+        let app = Application(router: router, server: ConnectionPolicy().serverBuilder(logger: Logger(label: "loop-test")))
+        try await app.test(.live) { client in
+            for _ in 0..<20 {
+                let response = try await client.execute(uri: "/where", method: .get)
+                #expect(String(buffer: response.body) == "on its loop")
+            }
+        }
     }
 
     @Test func queryValuesDecodeLikeFoundationAndRefuseBrokenEscapes() {

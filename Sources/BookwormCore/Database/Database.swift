@@ -53,8 +53,8 @@ package struct Database: Sendable {
     }
 
     /// This database with `pool` for the statements held to their generic plans.
-    package func withGenericPlans(_ pool: Database) -> Database {
-        Database(client: client, deadlines: deadlines, usage: usage, replicaOf: replicaOf, genericPlans: GenericPlanPool(pool))
+    package func withGenericPlans(_ pool: GenericPlanPool) -> Database {
+        Database(client: client, deadlines: deadlines, usage: usage, replicaOf: replicaOf, genericPlans: pool)
     }
 
     /// A read replica (`DATABASE_READ_URL`) for the read-only search endpoints. It waits less
@@ -246,7 +246,7 @@ package struct Database: Sendable {
                 let watch = DeadlineWatch.shared.add(
                     isDue: { now in lease.connection.map { now >= statementBy || $0.isClosed } ?? (now >= acquireBy) },
                     fire: { race.finish(.failure(lease.failure)) })
-                race.start(continuation, work: Task { race.finish(await Result(catching: { try await operation { lease.set($0) } })) },
+                race.start(continuation, work: Task(executorPreference: LoopExecutor.current) { race.finish(await Result(catching: { try await operation { lease.set($0) } })) },
                            watch: watch)
             }
         } onCancel: {

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import Synchronization
 
@@ -35,12 +37,46 @@ package final class ReplicaFallback: Sendable {
 
 /// A second pool of the same database whose connections start with
 /// `plan_cache_mode = force_generic_plan`, so a statement held to its generic plan costs one
-/// round trip instead of `BEGIN`, `SET LOCAL`, the statement and `COMMIT`. A class, so that a
-/// `Database` can hold one (and a read replica's, the primary's as its fallback).
+/// round trip instead of `BEGIN`, `SET LOCAL`, the statement and `COMMIT`. It is split into one
+/// pool per event loop, and a caller on a loop (a request's handler, `LoopExecutor`) uses that
+/// loop's: the statement is written, its rows read and the caller resumed on one thread,
+/// without waking another. A class, so that a `Database` can hold one (and a read replica's,
+/// the primary's as its fallback).
 package final class GenericPlanPool: Sendable {
-    package let database: Database
+    private let pools: [(loop: (any EventLoop)?, database: Database)]
+    private let turn = Atomic<Int>(0)
 
+    /// One pool for every caller.
     package init(_ database: Database) {
-        self.database = database
+        pools = [(nil, database)]
+    }
+
+    package init(byLoop: [(loop: any EventLoop, database: Database)]) {
+        pools = byLoop.map { (loop: $0.loop, database: $0.database) }
+    }
+
+    /// The pool of the caller's event loop; off the loops, each in turn.
+    package var database: Database {
+        if pools.count > 1, let loop = MultiThreadedEventLoopGroup.currentEventLoop,
+           let pool = pools.first(where: { $0.loop === loop }) {
+            return pool.database
+        }
+        return pools[turn.add(1, ordering: .relaxed).newValue % pools.count].database
+    }
+
+    /// This pool as a read replica's, each loop's falling back to `primary`'s of the same loop.
+    package func readReplica(primary: GenericPlanPool) -> GenericPlanPool {
+        GenericPlanPool(pools: zip(pools, primary.pools).map { replica, primary in
+            (replica.loop, Database.readReplica(client: replica.database.client, primary: primary.database))
+        })
+    }
+
+    private init(pools: [(loop: (any EventLoop)?, database: Database)]) {
+        self.pools = pools
+    }
+
+    /// `total` connections over `loops` loops, as evenly as they go and at least one each.
+    package static func sizes(_ total: Int, loops: Int) -> [Int] {
+        (0..<loops).map { max(1, total / loops + ($0 < total % loops ? 1 : 0)) }
     }
 }

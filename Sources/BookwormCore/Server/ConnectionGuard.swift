@@ -28,10 +28,13 @@ package struct ConnectionPolicy: Sendable {
     /// The HTTP/1.1 server with the idle timeout and the connection cap.
     package func serverBuilder(logger: Logger) -> HTTPServerBuilder {
         let gate = ConnectionGate(limit: maxConnections, logger: logger)
-        return .http1(configuration: .init(
+        let configuration = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ConnectionGateHandler(gate: gate)],
             idleTimeout: .seconds(Int64(idleTimeoutSeconds))
-        ))
+        )
+        return HTTPServerBuilder { responder in
+            LoopBoundHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: configuration))
+        }
     }
 }
 
