@@ -246,8 +246,11 @@ package struct Database: Sendable {
                 let watch = DeadlineWatch.shared.add(
                     isDue: { now in lease.connection.map { now >= statementBy || $0.isClosed } ?? (now >= acquireBy) },
                     fire: { race.finish(.failure(lease.failure)) })
-                race.start(continuation, work: Task(executorPreference: LoopExecutor.current) { race.finish(await Result(catching: { try await operation { lease.set($0) } })) },
-                           watch: watch)
+                // On the caller's event loop, if it runs on one: the reply then resumes it there.
+                let work = Task(executorPreference: LoopExecutor.current) {
+                    race.finish(await Result(catching: { try await operation { lease.set($0) } }))
+                }
+                race.start(continuation, work: work, watch: watch)
             }
         } onCancel: {
             race.finish(.failure(CancellationError()))

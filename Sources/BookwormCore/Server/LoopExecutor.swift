@@ -7,6 +7,8 @@ import NIOPosix
 /// four times (the loop read it, a cooperative-pool thread handled it, the database reply came
 /// back on a loop and went to the pool again, the response went back to the loop), each a
 /// wake-up and a context switch: 13–14 switches per nearby request (`perf`, 2026-11-27).
+/// A handler on a loop holds up that loop's other connections while it computes, so work that
+/// takes long (password hashing) runs on threads of its own, as before.
 package final class LoopExecutor: TaskExecutor {
     let loop: any EventLoop
 
