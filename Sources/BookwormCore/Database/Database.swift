@@ -247,7 +247,7 @@ package struct Database: Sendable {
                     isDue: { now in lease.connection.map { now >= statementBy || $0.isClosed } ?? (now >= acquireBy) },
                     fire: { race.finish(.failure(lease.failure)) })
                 // On the caller's event loop, if it runs on one: the reply then resumes it there.
-                let work = Task(executorPreference: LoopExecutor.current) {
+                let work = Task<Void, any Error>(executorPreference: LoopExecutor.current) {
                     race.finish(await Result(catching: { try await operation { lease.set($0) } }))
                 }
                 race.start(continuation, work: work, watch: watch)
