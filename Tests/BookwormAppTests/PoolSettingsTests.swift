@@ -29,10 +29,7 @@ import Testing
     @Test func statementsHeldToTheirGenericPlanRunOnTheGenericPoolWithoutSetLocal() async throws {
         try await withApp { app in
             let logger = Logger(label: "pool-settings-test")
-            let (database, clients) = pools(app.settings, config: .forTests(app.settings), logger: logger)
-            try await withThrowingDiscardingTaskGroup { group in
-                for client in clients { group.addTask { await client.run() } }
-                defer { group.cancelAll() }
+            try await Self.withRunningPools(app) { database in
                 let pooled = try await database.executeOnGenericPlan(PlanModeProbe(), on: nil, logger: logger)
                     .map { try $0.decode((String, String).self) }
                 #expect(pooled.map(\.0) == ["force_generic_plan"])
@@ -67,20 +64,8 @@ import Testing
     @Test func nearbyStatementsRunOnAtMostTheGenericPoolsConnections() async throws {
         try await withApp { app in
             let logger = Logger(label: "pool-settings-test")
-            var config = Config.forTests(app.settings)
-            config.databaseGenericPoolSize = 3
-            let (database, clients) = pools(app.settings, config: config, logger: logger)
-            try await withThrowingDiscardingTaskGroup { group in
-                for client in clients { group.addTask { await client.run() } }
-                defer { group.cancelAll() }
-                let backends = try await withThrowingTaskGroup(of: Int32.self) { statements in
-                    for _ in 0..<9 {
-                        statements.addTask {
-                            try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger).map { try $0.decode(Int32.self) }[0]
-                        }
-                    }
-                    return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
-                }
+            try await Self.withRunningPools(app, genericPoolSize: 3) { database in
+                let backends = try await Self.backends(of: 9, probes: database, logger: logger)
                 #expect(backends.count == 3)
             }
         }
@@ -91,29 +76,17 @@ import Testing
     @Test func aNearbyStatementFromAnEventLoopUsesThatLoopsConnectionsAndResumesThere() async throws {
         try await withApp { app in
             let logger = Logger(label: "pool-settings-test")
-            var config = Config.forTests(app.settings)
-            config.databaseGenericPoolSize = 2 * LoopExecutor.loops.count
-            let (database, clients) = pools(app.settings, config: config, logger: logger)
-            let generic = try #require(database.genericPlans)
-            try await withThrowingDiscardingTaskGroup { group in
-                for client in clients { group.addTask { await client.run() } }
-                defer { group.cancelAll() }
+            try await Self.withRunningPools(app, genericPoolSize: 2 * LoopExecutor.loops.count) { database in
+                let generic = try #require(database.genericPlans)
                 var backendsByLoop: [Set<Int32>] = []
                 for loop in LoopExecutor.loops {
                     let executor = try #require(LoopExecutor.of(loop))
                     let backends = try await withTaskExecutorPreference(executor) {
-                        try await withThrowingTaskGroup(of: Int32.self) { statements in
-                            for _ in 0..<6 {
-                                statements.addTask {
-                                    let onLoop = try await generic.database.withConnection { $0.eventLoop === loop }
-                                    #expect(onLoop)
-                                    let pid = try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger)
-                                        .map { try $0.decode(Int32.self) }[0]
-                                    #expect(loop.inEventLoop)
-                                    return pid
-                                }
-                            }
-                            return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
+                        try await Self.backends(of: 6, probes: database, logger: logger) {
+                            let onLoop = try await generic.database.withConnection { $0.eventLoop === loop }
+                            #expect(onLoop)
+                        } after: {
+                            #expect(loop.inEventLoop)
                         }
                     }
                     #expect(backends.count == 2)
@@ -121,6 +94,37 @@ import Testing
                 }
                 #expect(Set(backendsByLoop.flatMap { $0 }).count == 2 * LoopExecutor.loops.count)
             }
+        }
+    }
+
+    /// `body` with the app's pools (`pools`, the tests' config, the nearby pool's size if given) running.
+    private static func withRunningPools(_ app: TestApp, genericPoolSize: Int? = nil,
+                                         _ body: @Sendable (Database) async throws -> Void) async throws {
+        var config = Config.forTests(app.settings)
+        config.databaseGenericPoolSize = genericPoolSize
+        let (database, clients) = pools(app.settings, config: config, logger: Logger(label: "pool-settings-test"))
+        try await withThrowingDiscardingTaskGroup { group in
+            for client in clients { group.addTask { await client.run() } }
+            defer { group.cancelAll() }
+            try await body(database)
+        }
+    }
+
+    /// The backends `count` overlapping probes ran on, each in a child task of the caller's
+    /// (its executor preference too), `before` and `after` around each.
+    private static func backends(of count: Int, probes database: Database, logger: Logger,
+                                 before: @escaping @Sendable () async throws -> Void = {},
+                                 after: @escaping @Sendable () -> Void = {}) async throws -> Set<Int32> {
+        try await withThrowingTaskGroup(of: Int32.self) { statements in
+            for _ in 0..<count {
+                statements.addTask {
+                    try await before()
+                    let pid = try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger).map { try $0.decode(Int32.self) }[0]
+                    after()
+                    return pid
+                }
+            }
+            return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
         }
     }
 
