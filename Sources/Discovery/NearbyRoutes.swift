@@ -21,16 +21,26 @@ package struct NearbyRoutes: Sendable {
 
     @Sendable func copies(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
-        let rows = try await nearby.copies(query, after: after, limit: limit + 1)
-        let next = rows.count > limit ? try rows.prefix(limit).last.map { DistanceCursor(distance: $0.sortKey, id: try $0.copy.id).encoded } : nil
-        return try .json(Page(data: Array(rows.prefix(limit)), nextCursor: next), for: request)
+        var rows = try await nearby.copies(query, after: after, limit: limit + 1)
+        // Trimmed in place: a copy of the page (`Array(rows.prefix(limit))`) retains and
+        // releases every row's cells once more.
+        let next = try Self.trim(&rows, to: limit).map { DistanceCursor(distance: $0.sortKey, id: try $0.copy.id).encoded }
+        return try .json(Page(data: rows, nextCursor: next), for: request)
     }
 
     @Sendable func owners(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (query, limit, after) = try Self.parse(request, caller: context.requireSession().user.id)
-        let rows = try await nearby.owners(query, after: after, limit: limit + 1)
-        let next = rows.count > limit ? rows.prefix(limit).last.map { DistanceCursor(distance: $0.sortKey, id: $0.user.id).encoded } : nil
-        return try .json(Page(data: Array(rows.prefix(limit)), nextCursor: next), for: request)
+        var rows = try await nearby.owners(query, after: after, limit: limit + 1)
+        let next = Self.trim(&rows, to: limit).map { DistanceCursor(distance: $0.sortKey, id: $0.user.id).encoded }
+        return try .json(Page(data: rows, nextCursor: next), for: request)
+    }
+
+    /// Drops the row fetched past the page; returns the page's last row when there was one,
+    /// the row the next page's cursor starts after.
+    static func trim<Row>(_ rows: inout [Row], to limit: Int) -> Row? {
+        guard rows.count > limit else { return nil }
+        rows.removeLast(rows.count - limit)
+        return rows.last
     }
 
     package static func parse(_ request: Request, caller: UUID) throws -> (NearbyQuery, limit: Int, after: DistanceCursor?) {

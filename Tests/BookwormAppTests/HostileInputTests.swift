@@ -83,6 +83,42 @@ import Testing
         }
     }
 
+    /// A parameter given twice is ambiguous: a 400 naming it, however it is spelled and however
+    /// many parameters come before it; distinct names pass however many there are.
+    @Test(arguments: [
+        ("plain", "q=a&limit=5&q=b", "query.q"),
+        ("escaped", "limit=5&q=a&%71=b", "query.q"),
+        ("plus in a value", "q=a+b&limit=5&q=c", "query.q"),
+        ("after 16 others", (1...16).map { "p\($0)=1" }.joined(separator: "&") + "&q=a&q=b", "query.q"),
+        ("empty names", "=1&limit=5&=2", "query"),
+    ])
+    func aRepeatedQueryParameterIsA400NamingIt(name: String, query: String, field: String) async throws {
+        try await withApp { app in
+            let response = try await app.request(.get, "/v1/books?" + query)
+            #expect(response.status == .badRequest, "\(name)")
+            let errors = "\(try response.jsonObject()["errors"] ?? "")"
+            #expect(errors.contains(field), "\(name): \(errors)")
+            #expect(errors.contains("must be given once"), "\(name): \(errors)")
+
+            let distinct = try await app.request(.get, "/v1/books?" + (1...20).map { "p\($0)=1" }.joined(separator: "&") + "&q=a")
+            #expect(distinct.status == .ok, "\(name)")
+        }
+    }
+
+    /// The check every request passes clears ordinary queries without splitting or decoding
+    /// them, and leaves anything it cannot clear to the check that names the problem.
+    @Test func anOrdinaryQueryIsClearedInPlace() {
+        #expect(InputSanity.isPlain("latitude=51.5&longitude=-0.12&radius_km=10&limit=50"))
+        #expect(InputSanity.isPlain("a=1&&b=2&c&d=x=y"))
+        #expect(InputSanity.isPlain((1...16).map { "p\($0)=1" }.joined(separator: "&")))
+        #expect(!InputSanity.isPlain((1...17).map { "p\($0)=1" }.joined(separator: "&")))
+        #expect(!InputSanity.isPlain("q=a&limit=5&q=b"))
+        #expect(!InputSanity.isPlain("q=a&qq=b&q"))
+        #expect(!InputSanity.isPlain("q=a%20b"))
+        #expect(!InputSanity.isPlain("q=a+b"))
+        #expect(!InputSanity.isPlain("q=a\u{0}b"))
+    }
+
     /// Found by schemathesis: PostgreSQL raises an error (not a zero) when float arithmetic
     /// underflows, so a coordinate such as 1e-300 once made the nearby feed a 500.
     @Test func vanishinglySmallNumbersNeverUnderflowIntoA500() async throws {

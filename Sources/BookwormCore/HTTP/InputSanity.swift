@@ -24,13 +24,63 @@ package enum InputSanity {
     static let utf8Message = "must be valid UTF-8"
 
     static func check(path: String, query: String?, headers: HTTPFields) -> FieldError? {
-        for segment in path.split(separator: "/") {
-            if let message = problem(inPercentEncoded: segment, plusIsSpace: false) {
-                return FieldError("path", message)
+        if path.utf8.contains(UInt8(ascii: "%")) {
+            for segment in path.split(separator: "/") {
+                if let message = problem(inPercentEncoded: segment, plusIsSpace: false) {
+                    return FieldError("path", message)
+                }
             }
+        } else if path.utf8.contains(0) {
+            return FieldError("path", nulMessage)
         }
+        if let query, !isPlain(query) {
+            if let problem = queryProblem(query) { return problem }
+        }
+        for field in headers where field.value.utf8.contains(0) {
+            return FieldError("header.\(field.name.canonicalName)", nulMessage)
+        }
+        return nil
+    }
+
+    /// Whether a query has nothing `queryProblem` could find, decided without a copy: no escape,
+    /// no `+`, no NUL, at most 16 parameters and no name twice. Splitting, decoding and hashing
+    /// every name of every request to learn that was 2 % of a nearby request's CPU; a query
+    /// this cannot clear goes through `queryProblem`, which names what is wrong.
+    static func isPlain(_ query: String) -> Bool {
+        var query = query
+        return query.withUTF8 { bytes in
+            var names = InlineArray<16, (start: Int, end: Int)>(repeating: (0, 0))
+            var count = 0, start = 0, nameEnd: Int?
+            for index in 0...bytes.count {
+                let byte = index < bytes.count ? bytes[index] : UInt8(ascii: "&")
+                switch byte {
+                case UInt8(ascii: "%"), UInt8(ascii: "+"), 0:
+                    return false
+                case UInt8(ascii: "="):
+                    if nameEnd == nil { nameEnd = index }
+                case UInt8(ascii: "&"):
+                    defer { start = index + 1; nameEnd = nil }
+                    guard index > start else { continue }
+                    guard count < names.count else { return false }
+                    let name = (start, nameEnd ?? index)
+                    for earlier in 0..<count where same(bytes, names[earlier], name) { return false }
+                    names[count] = name
+                    count += 1
+                default:
+                    continue
+                }
+            }
+            return true
+        }
+    }
+
+    private static func same(_ bytes: UnsafeBufferPointer<UInt8>, _ a: (start: Int, end: Int), _ b: (start: Int, end: Int)) -> Bool {
+        a.end - a.start == b.end - b.start && bytes[a.start..<a.end].elementsEqual(bytes[b.start..<b.end])
+    }
+
+    static func queryProblem(_ query: String) -> FieldError? {
         var seen: Set<String> = []
-        for item in (query ?? "").split(separator: "&") {
+        for item in query.split(separator: "&") {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let rawName = parts[0]
             let name = Request.formDecoded(rawName)
@@ -46,9 +96,6 @@ package enum InputSanity {
             if let name, !seen.insert(name).inserted {
                 return FieldError(field, "must be given once")
             }
-        }
-        for field in headers where field.value.utf8.contains(0) {
-            return FieldError("header.\(field.name.canonicalName)", nulMessage)
         }
         return nil
     }

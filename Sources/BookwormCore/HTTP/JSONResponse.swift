@@ -17,7 +17,7 @@ extension Response {
     }
 
     private static func json(bytes: UnsafeRawBufferPointer, status: HTTPResponse.Status, for request: Request) -> Response {
-        let etag = "\"" + Digest.hex(Digest.fingerprint(bytes)) + "\""
+        let etag = Digest.etag(bytes)
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .eTag: etag]
         if request.method == .get || request.method == .head, status == .ok,
            let condition = request.headers[.ifNoneMatch], ETagMatch.matches(condition, etag: etag) {
