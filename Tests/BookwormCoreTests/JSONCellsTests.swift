@@ -67,6 +67,30 @@ import Testing
         }
     }
 
+    /// `RowCells.swift` reads float8 and bool cells as `decode` does, to the last bit, and a
+    /// cell of another type, width or a NULL where none may be is an error.
+    @Test func fixedWidthCellsReadAsDecodeReadsThem() async throws {
+        try await withTestDatabase(empty: true) { _, client in
+            let values: [Double] = [0, -0.0, 1.5, -123.456789012345, .pi, 1e-300, -1e300, .leastNonzeroMagnitude, .greatestFiniteMagnitude]
+            for value in values {
+                let rows = try await client.query("SELECT \(value)::float8, \(value < 0), NULL::float8", logger: Logger(label: "test")).collect()
+                let row = try #require(rows.first).makeRandomAccess()
+                #expect(try row.float8(0).bitPattern == row[0].decode(Double.self).bitPattern)
+                #expect(try row.float8(0).bitPattern == value.bitPattern)
+                #expect(try row.bool(1) == (value < 0))
+                #expect(try row.float8OrNil(2) == nil)
+                #expect(throws: CellShapeError.self) { try row.float8(2) }
+            }
+            let rows = try await client.query("SELECT 7::int4, 7::float4, 'x'::text, NULL::bool, 1::int8", logger: Logger(label: "test")).collect()
+            let row = try #require(rows.first).makeRandomAccess()
+            #expect(throws: CellShapeError.self) { try row.float8(0) }
+            #expect(throws: CellShapeError.self) { try row.float8(1) }
+            #expect(throws: CellShapeError.self) { try row.float8OrNil(2) }
+            #expect(throws: CellShapeError.self) { try row.bool(3) }
+            #expect(throws: CellShapeError.self) { try row.bool(4) }
+        }
+    }
+
     /// `view`'s columns as `CopiesStore.columns` gives them, each bound as a parameter.
     static func cells(of view: CopyView, on client: PostgresClient) async throws -> CopyCells {
         let query: PostgresQuery = """
