@@ -24,14 +24,10 @@ package enum InputSanity {
     static let utf8Message = "must be valid UTF-8"
 
     static func check(path: String, query: String?, headers: HTTPFields) -> FieldError? {
-        if path.utf8.contains(UInt8(ascii: "%")) {
-            for segment in path.split(separator: "/") {
-                if let message = problem(inPercentEncoded: segment, plusIsSpace: false) {
-                    return FieldError("path", message)
-                }
+        for segment in path.split(separator: "/") {
+            if let message = problem(inPercentEncoded: segment, plusIsSpace: false) {
+                return FieldError("path", message)
             }
-        } else if path.utf8.contains(0) {
-            return FieldError("path", nulMessage)
         }
         if let query, !isPlain(query) {
             if let problem = queryProblem(query) { return problem }

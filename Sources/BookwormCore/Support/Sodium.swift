@@ -32,29 +32,15 @@ package enum Digest {
     /// It is written in hex between double quotes, a strong ETag, in one string: built from
     /// arrays and joined strings it took a fifth as long as the hash itself.
     package static func etag(_ bytes: UnsafeRawBufferPointer) -> String {
-        withFingerprint(of: bytes) { hash in
-            String(unsafeUninitializedCapacity: 2 * hash.count + 2) { out in
-                out[0] = UInt8(ascii: "\"")
-                for (index, byte) in hash.enumerated() {
-                    out[1 + 2 * index] = hexDigits.utf8Start[Int(byte >> 4)]
-                    out[2 + 2 * index] = hexDigits.utf8Start[Int(byte & 0x0f)]
-                }
-                out[2 * hash.count + 1] = UInt8(ascii: "\"")
-                return 2 * hash.count + 2
-            }
-        }
-    }
-
-    private static func withFingerprint<Result>(of bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         precondition(Sodium.ready)
         // crypto_shorthash_siphashx24_BYTES, 16, on the stack.
-        var out: (UInt64, UInt64) = (0, 0)
-        return withUnsafeMutablePointer(to: &out) { pair in
-            pair.withMemoryRebound(to: UInt8.self, capacity: 16) { hash in
-                _ = crypto_shorthash_siphashx24(hash, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count), fingerprintKey)
-                return body(UnsafeRawBufferPointer(start: hash, count: 16))
+        var hash: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutablePointer(to: &hash) { pair in
+            pair.withMemoryRebound(to: UInt8.self, capacity: 16) { out in
+                _ = crypto_shorthash_siphashx24(out, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count), fingerprintKey)
             }
         }
+        return withUnsafeBytes(of: hash) { hex($0, quoted: true) }
     }
 
     private static let hexDigits: StaticString = "0123456789abcdef"
@@ -69,15 +55,22 @@ package enum Digest {
     static func sha256Hex(_ data: Data) -> String { hex(sha256(data)) }
     static func sha256Hex(_ text: String) -> String { hex(sha256(text)) }
 
-    package static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+    /// Lowercase hex, written into the string in place; `quoted` puts it between double quotes.
+    package static func hex(_ bytes: some Collection<UInt8>, quoted: Bool = false) -> String {
+        let quotes = quoted ? 2 : 0
+        return String(unsafeUninitializedCapacity: 2 * bytes.count + quotes) { out in
+            var at = quotes / 2
+            for byte in bytes {
+                out[at] = hexDigits.utf8Start[Int(byte >> 4)]
+                out[at + 1] = hexDigits.utf8Start[Int(byte & 0x0f)]
+                at += 2
+            }
+            if quoted {
+                out[0] = UInt8(ascii: "\"")
+                out[at] = UInt8(ascii: "\"")
+            }
+            return at + quotes / 2
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 
