@@ -96,9 +96,9 @@ import Testing
         try await withApp { app in
             let response = try await app.request(.get, "/v1/books?" + query)
             #expect(response.status == .badRequest, "\(name)")
-            let errors = "\(try response.jsonObject()["errors"] ?? "")"
-            #expect(errors.contains(field), "\(name): \(errors)")
-            #expect(errors.contains("must be given once"), "\(name): \(errors)")
+            let errors = try #require(try response.jsonObject()["errors"] as? [[String: Any]], "\(name)")
+            #expect(errors.count == 1 && errors.first?["field"] as? String == field, "\(name): \(errors)")
+            #expect(errors.first?["message"] as? String == "must be given once", "\(name): \(errors)")
 
             let distinct = try await app.request(.get, "/v1/books?" + (1...20).map { "p\($0)=1" }.joined(separator: "&") + "&q=a")
             #expect(distinct.status == .ok, "\(name)")

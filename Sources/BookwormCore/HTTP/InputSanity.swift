@@ -81,7 +81,8 @@ package enum InputSanity {
             let rawName = parts[0]
             let name = Request.formDecoded(rawName)
             // Named only when something is wrong: most requests have nothing to report.
-            var field: String { name.map { $0.contains("\0") ? "query" : "query.\($0)" } ?? "query" }
+            // An empty name or one holding NUL cannot be named; the query as a whole is.
+            var field: String { name.map { $0.isEmpty || $0.contains("\0") ? "query" : "query.\($0)" } ?? "query" }
             if let message = problem(inPercentEncoded: rawName, plusIsSpace: true) {
                 return FieldError(field, message)
             }
