@@ -14,8 +14,9 @@ import Testing
 
 @Suite struct HTTPTests {
     @Test func base64URLMatchesFoundationsAlphabetAndRoundTrips() {
-        for count in 0..<40 {
-            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255) }
+        // Every byte value in every position of a group of three, then random lengths.
+        let patterned = (0..<3).map { shift in (0..<(256 + shift)).map { UInt8(truncatingIfNeeded: $0 + shift) } }
+        for bytes in patterned + (0..<40).map({ count in (0..<count).map { _ in UInt8.random(in: 0...255) } }) {
             let text = SecureRandom.base64URL(bytes)
             let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")

@@ -85,21 +85,33 @@ package enum SecureRandom {
     }
 
     /// URL-safe base64 without padding.
-    /// Byte by byte: every page's cursor goes through here, and three Foundation string
-    /// replacements cost more than the encoding.
+    /// Written straight into the string: every page's cursor goes through here, and Foundation's
+    /// encoding into a `Data`, then mapped to this alphabet, was 0.8 % of a nearby page's CPU
+    /// and 1.5 % of a library search's (`perf`, 2026-11-27).
     package static func base64URL(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        for byte in Data(bytes).base64EncodedData() {
-            switch byte {
-            case UInt8(ascii: "+"): out.append(UInt8(ascii: "-"))
-            case UInt8(ascii: "/"): out.append(UInt8(ascii: "_"))
-            case UInt8(ascii: "="): continue
-            default: out.append(byte)
+        let length = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
+        return String(unsafeUninitializedCapacity: length) { out in
+            var at = 0
+            func put(_ sextet: UInt8) {
+                out[at] = base64URLAlphabet[Int(sextet & 63)]
+                at += 1
             }
+            var index = 0
+            while index + 3 <= bytes.count {
+                let (a, b, c) = (bytes[index], bytes[index + 1], bytes[index + 2])
+                put(a >> 2); put(a << 4 | b >> 4); put(b << 2 | c >> 6); put(c)
+                index += 3
+            }
+            switch bytes.count - index {
+            case 1: put(bytes[index] >> 2); put(bytes[index] << 4)
+            case 2: put(bytes[index] >> 2); put(bytes[index] << 4 | bytes[index + 1] >> 4); put(bytes[index + 1] << 2)
+            default: break
+            }
+            return at
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    private static let base64URLAlphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 }
 
 extension Data {
