@@ -89,11 +89,11 @@ package enum SecureRandom {
     /// encoding into a `Data`, then mapped to this alphabet, was 0.8 % of a nearby page's CPU
     /// and 1.5 % of a library search's (`perf`, 2026-11-27).
     package static func base64URL(_ bytes: [UInt8]) -> String {
-        let length = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
-        return String(unsafeUninitializedCapacity: length) { out in
+        // Unpadded: four characters for each whole three bytes, two or three for a tail of one or two.
+        return String(unsafeUninitializedCapacity: (bytes.count * 4 + 2) / 3) { out in
             var at = 0
             func put(_ sextet: UInt8) {
-                out[at] = base64URLAlphabet[Int(sextet & 63)]
+                out[at] = base64URLAlphabet.utf8Start[Int(sextet & 63)]
                 at += 1
             }
             var index = 0
@@ -111,7 +111,7 @@ package enum SecureRandom {
         }
     }
 
-    private static let base64URLAlphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    private static let base64URLAlphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 }
 
 extension Data {
