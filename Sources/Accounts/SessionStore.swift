@@ -106,6 +106,7 @@ package struct SessionStore: Sendable {
 /// The session and user behind a token, pushing idle expiry forward at most once a
 /// `touchInterval`. Every signed-in request runs it, so it is prepared (see `PreparedSQL`).
 struct SessionLookupSQL: PostgresPreparedStatement {
+    static let name = "bookworm_session_lookup"
     static let sql = """
         WITH live AS (
             SELECT s.id, s.user_id, s.last_used_at, LEAST(s.idle_expires_at, s.absolute_expires_at) AS expires_at FROM sessions s

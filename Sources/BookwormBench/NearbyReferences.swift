@@ -21,6 +21,7 @@ enum NearbyReferences {
     /// needs: with the probes it read the whole radius, 45 ms at p50 against 1.07).
     /// $1 latitude, $2 longitude, $3 radius km, $4 limit, $5 caller.
     struct PostGIS: PreparedSQL {
+        static let name = "bookworm_bench_postgis"
         static let origin = "ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography"
         /// Pins in the radius, not the caller's nor blocked either way (`blocks`), nearest first by
         /// the GiST index.
@@ -144,6 +145,7 @@ enum NearbyReferences {
     /// The floor: the 50 nearest pins and nothing else, by the project's cube index.
     /// $1–$3 the origin on the unit sphere, $4 limit.
     struct CubeFloor: PreparedSQL {
+        static let name = "bookworm_bench_cube_floor"
         static let sql = "SELECT id FROM pins ORDER BY public_xyz <-> cube(ARRAY[$1, $2, $3]::float8[]) LIMIT $4"
         let values: [SQLValue]
 
@@ -155,6 +157,7 @@ enum NearbyReferences {
 
     /// The floor by PostGIS: the 50 nearest pins by the geography index.
     struct PostGISFloor: PreparedSQL {
+        static let name = "bookworm_bench_postgis_floor"
         static let sql = "SELECT id FROM bench_pin_geog ORDER BY geog <-> ST_SetSRID(ST_MakePoint($2, $1), 4326)::geography LIMIT $3"
         let values: [SQLValue]
 

@@ -95,7 +95,7 @@ extension CopiesStore {
 
 /// `CopiesStore.bookCopiesText`, prepared (parameter types given: page 1 leaves the cursor's unused).
 struct BookCopiesSQL<Page: PageFlag>: PreparedSQL {
-    static var name: String { "bookworm_book_copies_\(Page.cursor ? "after" : "first")" }
+    static var name: String { Page.cursor ? "bookworm_book_copies_after" : "bookworm_book_copies_first" }
     static var sql: String { CopiesStore.bookCopiesText(cursor: Page.cursor) }
     static var bindingDataTypes: [PostgresDataType] { [.int8, .uuid, .uuid, .int8, .text, .text] }
     let values: [SQLValue]
@@ -103,7 +103,7 @@ struct BookCopiesSQL<Page: PageFlag>: PreparedSQL {
 
 /// `CopiesStore.ownerCopiesText`, prepared.
 struct OwnerCopiesSQL<Page: PageFlag>: PreparedSQL {
-    static var name: String { "bookworm_owner_copies_\(Page.cursor ? "after" : "first")" }
+    static var name: String { Page.cursor ? "bookworm_owner_copies_after" : "bookworm_owner_copies_first" }
     static var sql: String { CopiesStore.ownerCopiesText(cursor: Page.cursor) }
     static var bindingDataTypes: [PostgresDataType] { [.int8, .uuid, .uuid, .int8, .bool] }
     let values: [SQLValue]

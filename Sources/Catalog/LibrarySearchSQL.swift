@@ -94,7 +94,7 @@ enum AfterCursor: PageFlag { static let cursor = true }
 /// `CopiesStore.searchText`, prepared. Its parameter types are given because page 1 leaves the
 /// cursor's two unused.
 struct LibrarySearchSQL<Page: PageFlag>: PreparedSQL {
-    static var name: String { "bookworm_library_search_\(Page.cursor ? "after" : "first")" }
+    static var name: String { Page.cursor ? "bookworm_library_search_after" : "bookworm_library_search_first" }
     static var sql: String { CopiesStore.searchText(cursor: Page.cursor) }
     static var bindingDataTypes: [PostgresDataType] { [.textArray, .int8, .uuid, .uuid, .int8] }
     let values: [SQLValue]

@@ -53,7 +53,7 @@ extension CopiesStore {
 /// `CopiesStore.plainLibraryText` for page 1 or past a cursor, prepared. Its parameter types are
 /// given because page 1 leaves the cursor's two unused.
 struct PlainLibrarySQL<Page: PageFlag>: PreparedSQL {
-    static var name: String { "bookworm_plain_library_\(Page.cursor ? "after" : "first")" }
+    static var name: String { Page.cursor ? "bookworm_plain_library_after" : "bookworm_plain_library_first" }
     static var sql: String { CopiesStore.plainLibraryText(cursor: Page.cursor) }
     static var bindingDataTypes: [PostgresDataType] { [.int8, .uuid, .uuid, .int8] }
     let values: [SQLValue]

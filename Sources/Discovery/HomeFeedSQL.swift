@@ -40,7 +40,7 @@ extension PostsStore {
 /// `PostsStore.homeFeedText` for one shape, prepared. Its parameter types are given because
 /// the text leaves the kind, author and book unused.
 struct HomeFeedSQL<After: GridFlag>: PreparedSQL {
-    static var name: String { "bookworm_home_feed_\(After.on)" }
+    static var name: String { After.on ? "bookworm_home_feed_true" : "bookworm_home_feed_false" }
     static var sql: String { PostsStore.homeFeedText(cursor: After.on) }
     static var bindingDataTypes: [PostgresDataType] { [.text, .text, .uuid, .int8, .uuid, .int8, .uuid] }
     let values: [SQLValue]

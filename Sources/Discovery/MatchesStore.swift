@@ -102,6 +102,7 @@ package struct MatchesStore: Sendable {
 
 /// `MatchesStore.partnersSQL`, prepared: planning it cost a fifth of running it.
 struct MatchesSQL: PreparedSQL {
+    static let name = "bookworm_matches"
     static let sql = MatchesStore.partnersSQL
     let values: [SQLValue]
 }

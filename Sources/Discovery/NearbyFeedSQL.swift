@@ -227,7 +227,9 @@ func gridFlag(_ on: Bool) -> any GridFlag.Type { on ? GridYes.self : GridNo.self
 /// once per pooled connection. The parameter types are given because a shape's text leaves some
 /// of the filters' parameters unused.
 struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag, Points: GridFlag>: PreparedSQL {
-    static var name: String { "bookworm_feed_grid_\(Regions.on)_\(Kind.on)_\(After.on)_\(Points.on)" }
+    static var name: String {
+        feedGridNames[(Regions.on ? 8 : 0) | (Kind.on ? 4 : 0) | (After.on ? 2 : 0) | (Points.on ? 1 : 0)]
+    }
     static var sql: String {
         PostsStore.gridText(FeedGridShape(regions: Regions.on, kind: Kind.on, cursor: After.on, points: Points.on))
     }
@@ -236,4 +238,10 @@ struct FeedGridSQL<Regions: GridFlag, Kind: GridFlag, After: GridFlag, Points: G
             + Array(repeating: .float8, count: 6) + [.int8Array]
     }
     let values: [SQLValue]
+}
+
+/// `FeedGridSQL.name` of each shape, built once rather than on every run (PostgresNIO reads it each time).
+private let feedGridNames: [String] = (0..<16).map { bits in
+    let flags = [8, 4, 2, 1].map { bits & $0 != 0 ? "true" : "false" }
+    return "bookworm_feed_grid_" + flags.joined(separator: "_")
 }

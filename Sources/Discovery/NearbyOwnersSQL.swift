@@ -106,6 +106,7 @@ extension NearbyStore {
 
 /// `NearbyStore.ownersSQL`, prepared, as `NearbyCopiesSQL`: without words or ISBN.
 package struct NearbyOwnersSQL: PreparedSQL {
+    package static let name = "bookworm_nearby_owners"
     package static let sql = NearbyStore.ownersSQL(filtered: false)
     package let values: [SQLValue]
 
@@ -114,6 +115,7 @@ package struct NearbyOwnersSQL: PreparedSQL {
 
 /// `NearbyStore.ownersSQL` for a request with words or an ISBN, prepared.
 package struct NearbyFilteredOwnersSQL: PreparedSQL {
+    package static let name = "bookworm_nearby_owners_filtered"
     package static let sql = NearbyStore.ownersSQL(filtered: true)
     package let values: [SQLValue]
 

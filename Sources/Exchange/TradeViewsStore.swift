@@ -48,9 +48,7 @@ struct TradeViewsStore: Sendable {
 
     private func execute<Statement: PreparedSQL>(_ statement: Statement, on connection: PostgresConnection?) async throws -> [PostgresRow] {
         guard let connection else { return try await client.execute(statement, logger: logger) }
-        var rows: [PostgresRow] = []
-        for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-        return rows
+        return try await Database.rows(of: statement, on: connection, logger: logger)
     }
 
     /// My trades, what waits for me first, then the latest activity first (keyset pages: each
@@ -137,6 +135,7 @@ struct TradeViewsStore: Sendable {
 
 /// The trades of a page (or one), for a viewer who takes part in them.
 struct TradeViewSQL: PreparedSQL {
+    static let name = "bookworm_trade_view"
     static let sql = """
         SELECT \(TradeViewsStore.columns) FROM trades t \(TradeViewsStore.joins)
         WHERE t.id = ANY($1::uuid[]) AND $2::uuid IN (t.owner_id, t.requester_id)
@@ -145,6 +144,7 @@ struct TradeViewSQL: PreparedSQL {
 }
 
 struct TradeCountersSQL: PreparedSQL {
+    static let name = "bookworm_trade_counters"
     static let sql = """
         SELECT tc.trade_id, CASE tc.by_role WHEN 'owner' THEN o.username ELSE r.username END, tc.offered_copy_id, tc.at
         FROM trade_counters tc JOIN trades t ON t.id = tc.trade_id
@@ -155,6 +155,7 @@ struct TradeCountersSQL: PreparedSQL {
 }
 
 struct TradeEventsSQL: PreparedSQL {
+    static let name = "bookworm_trade_events"
     static let sql = """
         SELECT e.trade_id, e.action, e.state, e.at, u.username FROM trade_events e LEFT JOIN users u ON u.id = e.by_id
         WHERE e.trade_id = ANY($1::uuid[]) ORDER BY e.trade_id, e.seq

@@ -130,11 +130,13 @@ import Testing
 
     /// Holds its connection a moment, so that the nine overlap.
     private struct BackendProbe: PreparedSQL {
+        static let name = "bookworm_test_backend_probe"
         static let sql = "SELECT pg_backend_pid() FROM pg_sleep(0.05)"
         let values: [SQLValue] = []
     }
 
     private struct PlanModeProbe: PreparedSQL {
+        static let name = "bookworm_test_plan_mode_probe"
         static let sql = "SELECT setting, source FROM pg_settings WHERE name = 'plan_cache_mode'"
         let values: [SQLValue] = []
     }

@@ -85,6 +85,7 @@ package struct Database: Sendable {
         return try await self.query(query, logger: logger)
     }
 
+    /// A statement whose rows are typed (`SessionLookupSQL`), decoded while the connection is leased.
     package func execute<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger)
         async throws -> [Statement.Row]
     {
@@ -95,6 +96,24 @@ package struct Database: Sendable {
         }.value
     }
 
+    /// A `PreparedSQL` statement's rows. Its rows are `PostgresRow`s whatever the statement, so
+    /// this overload reads them in a loop compiled for that one type: the generic loop above
+    /// looked up the runtime's generic metadata for every row (1 % of a nearby page's CPU).
+    package func execute<Statement: PreparedSQL>(_ statement: Statement, logger: Logger) async throws -> [PostgresRow] {
+        try await withConnection { connection in try await Self.rows(of: statement, on: connection, logger: logger) }
+    }
+
+    /// Every row of `statement` on `connection`, for a caller inside its own transaction.
+    package static func rows<Statement: PreparedSQL>(of statement: Statement, on connection: PostgresConnection, logger: Logger)
+        async throws -> [PostgresRow]
+    {
+        // PostgresNIO's default name is `String(reflecting:)` of the type, built on every run.
+        assert(Statement.name.hasPrefix("bookworm_"), "\(Statement.self) needs a static name")
+        var rows: [PostgresRow] = []
+        for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+        return rows
+    }
+
     /// What `executeOnGenericPlan` runs first in its transaction (the benchmark's pgbench script too).
     package static let genericPlanSetting = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
@@ -103,17 +122,15 @@ package struct Database: Sendable {
     /// than its run. Outside a transaction, on the `genericPlans` pool: one round trip. Else
     /// `SET LOCAL`, which needs a transaction: on `connection` the caller has one open, and
     /// without a generic pool the statement gets one of its own (three round trips more).
-    package func executeOnGenericPlan<Statement: PostgresPreparedStatement>(
-        _ statement: Statement, on connection: PostgresConnection?, logger: Logger) async throws -> [Statement.Row]
+    package func executeOnGenericPlan<Statement: PreparedSQL>(
+        _ statement: Statement, on connection: PostgresConnection?, logger: Logger) async throws -> [PostgresRow]
     {
         if connection == nil, let genericPlans { return try await genericPlans.database.execute(statement, logger: logger) }
-        @Sendable func run(_ connection: PostgresConnection) async throws -> Transfer<[Statement.Row]> {
+        @Sendable func run(_ connection: PostgresConnection) async throws -> [PostgresRow] {
             try await connection.query(PostgresQuery(unsafeSQL: Self.genericPlanSetting), logger: logger)
-            var rows: [Statement.Row] = []
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            return Transfer(rows)
+            return try await Self.rows(of: statement, on: connection, logger: logger)
         }
-        if let connection { return try await run(connection).value }
+        if let connection { return try await run(connection) }
         // By hand rather than `transaction`, so a read replica's fallback to the primary holds.
         return try await withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
@@ -125,7 +142,7 @@ package struct Database: Sendable {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
             }
-        }.value
+        }
     }
 
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
