@@ -79,7 +79,7 @@ struct HashingBenchmark {
         var hash = [CChar](repeating: 0, count: Int(crypto_pwhash_STRBYTES))
         let length = UInt64(BenchAccount.password.utf8.count)
         _ = BenchAccount.password.withCString { crypto_pwhash_str(&hash, $0, length, UInt64(settings.operationsLimit), settings.memoryLimitBytes) }
-        let stored = String(cString: hash)
+        let stored = String(decoding: hash.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let deadline = Date().addingTimeInterval(Double(max(5, seconds / 2)))
         let counts = Counters(threads)
         let group = DispatchGroup()

@@ -48,7 +48,7 @@ struct OutboxBenchmark {
         let smtp = SMTPTransport(settings: try SMTPSettings(url: "smtp://127.0.0.1:\(sink.port)?tls=none", timeoutSeconds: 30))
         // Configured as `serve` and `worker` configure the worker's own pool (asynchronous commit).
         let pool = PostgresClient(configuration: settings.clientConfiguration(poolSize: 8, asynchronousCommit: true), backgroundLogger: logger)
-        var figures = try await pool.whileRunning { client in
+        let figures = try await pool.whileRunning { client in
             var figures = Figures()
             try await OutboxBenchmarkSupport.clear(client: client, logger: logger)
             print("queueing \(messages) messages…")
