@@ -9,6 +9,7 @@ import Foundation
 /// steady speed-up or slow-down favours neither side.
 struct PairedThroughput {
     static let rounds = 6
+    static let warmUpSeconds = 2
 
     var http: [WrkResult] = []
     var prepared: [(tps: Double, p99: Double)] = []
@@ -52,10 +53,17 @@ struct PairedThroughput {
 
     /// wrk at `target` (its URL, after any options such as a script) beside pgbench running
     /// `scripts` on `database`, `clients` each, a third of `seconds` (at least 2) a side a round.
+    /// Both run unmeasured for `warmUpSeconds` first: the server has had no HTTP request yet, so
+    /// its first round would otherwise include opening its pools' connections, preparing the
+    /// statement on each and filling its session cache, none of which a running server pays
+    /// again. pgbench starts its connections anew in every run, so warming it carries over only
+    /// what the two share (PostgreSQL's buffers); it runs for symmetry.
     static func measure(_ tools: LoadTools, server: ServerUnderTest, database: BenchDatabase, target: [String], scripts: [String],
                         clients: Int, seconds: Int) throws -> PairedThroughput {
         let slice = max(seconds / 3, 2)
         let postmaster = try server.postmasterPID(), serverPID = server.process.processIdentifier
+        _ = try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(warmUpSeconds)s"] + target)
+        _ = try database.pgbench(tools.pgbench, scripts: scripts, clients: clients, seconds: warmUpSeconds, mode: "prepared")
         return try measure(
             rounds: rounds, slice: slice, cpu: { CPUSample.take(server: serverPID, postmaster: postmaster) },
             wrk: { WrkResult.parse(try Shell.run(tools.wrk, ["-t2", "-c\(clients)", "-d\(slice)s", "--latency"] + target)) },
