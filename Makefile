@@ -81,29 +81,44 @@ deploy-check: deploy-deps
 # seconds and run once more. A failing test is never run again. `swift test` writes through stdio, which holds back up to 4 KB when its
 # output is a file or a pipe (CI's log): line-buffered, a hung run's last lines and the phase
 # report reach the log before the timeout stops it.
+#
+# `timeout` runs each test process in a process group of its own, and whatever is left in that
+# group afterwards is killed: servers, workers, the SMTP sink and browsers a test process started
+# outlive it when it crashes (an assertion left eleven `bookworm serve` behind). The test
+# cluster is not among them: `pg_ctl` starts PostgreSQL in a session of its own, and it is
+# stopped first.
 TEST_TIMEOUT ?= 900
 
 test: deps conformance-deps browser-deps deploy-check
 	@mkdir -p "$(TEST_DATA_DIR)"
 	$(SWIFT) build --build-tests
-	@status=0; for attempt in 1 2; do \
+	@status=0; groups=""; for attempt in 1 2; do \
 		status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
 			BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_REPORT_AFTER=$$(( $(TEST_TIMEOUT) * 9 / 10 )) \
-			timeout $(TEST_TIMEOUT) stdbuf -oL -eL $(SWIFT) test --skip-build || status=$$?; \
+			timeout $(TEST_TIMEOUT) stdbuf -oL -eL $(SWIFT) test --skip-build & run=$$!; \
+		groups="$$groups $$run"; wait $$run || status=$$?; \
 		[ $$status -eq 124 ] || break; \
 		echo "make test: the test run hung for $(TEST_TIMEOUT) s (attempt $$attempt)"; \
 		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \
 		pkill -KILL -f "$(CURDIR)/.build/[^ ]*/debug/[b]ookworm " || true; \
 	done; \
-	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; exit $$status
+	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; \
+	for group in $$groups; do pkill -KILL -g $$group 2>/dev/null || true; done; exit $$status
 
-# The tests leave their cluster running for the next test process of the same run; stop it.
+# The tests leave their cluster running for the next test process of the same run; stop it,
+# and any cluster of a single test (`OutageTests`' own) that a crashed test process left running.
 stop-test-db:
 	@if [ -f "$(TEST_DATA_DIR)/postgres/postmaster.pid" ]; then \
 		bin=$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); \
 		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; \
 		else $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; fi; \
-	fi
+	fi; \
+	for dir in "$(TEST_DATA_DIR)"/*/postgres; do \
+		[ -f "$$dir/postmaster.pid" ] || continue; \
+		bin=$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); \
+		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D "$$dir" -m immediate -w stop >/dev/null 2>&1 || true; \
+		else $$bin/pg_ctl -D "$$dir" -m immediate -w stop >/dev/null 2>&1 || true; fi; \
+	done
 
 bench-build: bench-deps
 	$(SWIFT) build -c release --product bookworm
