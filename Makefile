@@ -108,17 +108,12 @@ test: deps conformance-deps browser-deps deploy-check
 # The tests leave their cluster running for the next test process of the same run; stop it,
 # and any cluster of a single test (`OutageTests`' own) that a crashed test process left running.
 stop-test-db:
-	@if [ -f "$(TEST_DATA_DIR)/postgres/postmaster.pid" ]; then \
-		bin=$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); \
-		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; \
-		else $$bin/pg_ctl -D "$(TEST_DATA_DIR)/postgres" -m fast -w stop >/dev/null; fi; \
-	fi; \
-	for dir in "$(TEST_DATA_DIR)"/*/postgres; do \
-		[ -f "$$dir/postmaster.pid" ] || continue; \
-		bin=$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); \
-		if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D "$$dir" -m immediate -w stop >/dev/null 2>&1 || true; \
-		else $$bin/pg_ctl -D "$$dir" -m immediate -w stop >/dev/null 2>&1 || true; fi; \
-	done
+	@bin=$$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1); status=0; \
+	stop() { if [ "$$(id -u)" -eq 0 ]; then runuser -u postgres -- $$bin/pg_ctl -D "$$1" -m fast -w stop >/dev/null; \
+		else $$bin/pg_ctl -D "$$1" -m fast -w stop >/dev/null; fi; }; \
+	[ ! -f "$(TEST_DATA_DIR)/postgres/postmaster.pid" ] || stop "$(TEST_DATA_DIR)/postgres" || status=$$?; \
+	for dir in "$(TEST_DATA_DIR)"/*/postgres; do [ ! -f "$$dir/postmaster.pid" ] || stop "$$dir" || true; done; \
+	exit $$status
 
 bench-build: bench-deps
 	$(SWIFT) build -c release --product bookworm

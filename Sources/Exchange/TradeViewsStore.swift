@@ -41,14 +41,9 @@ struct TradeViewsStore: Sendable {
     /// seven-table join cost ten times what running it did.
     func views(_ ids: [UUID], viewer: UUID, on connection: PostgresConnection?) async throws -> [TradeView] {
         guard !ids.isEmpty else { return [] }
-        let rows = try await execute(TradeViewSQL(values: [.uuidArray(ids), .uuid(viewer)]), on: connection)
+        let rows = try await client.execute(TradeViewSQL(values: [.uuidArray(ids), .uuid(viewer)]), on: connection, logger: logger)
         let byID = Dictionary(try Self.views(rows, viewer: viewer).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         return try await complete(ids.compactMap { byID[$0] }, on: connection)
-    }
-
-    private func execute<Statement: PreparedSQL>(_ statement: Statement, on connection: PostgresConnection?) async throws -> [PostgresRow] {
-        guard let connection else { return try await client.execute(statement, logger: logger) }
-        return try await Database.rows(of: statement, on: connection, logger: logger)
     }
 
     /// My trades, what waits for me first, then the latest activity first (keyset pages: each
@@ -85,11 +80,11 @@ struct TradeViewsStore: Sendable {
         let ids = views.map(\.id)
         var counters: [UUID: [CounterView]] = [:]
         var events: [UUID: [TradeEventView]] = [:]
-        for row in try await execute(TradeCountersSQL(values: [.uuidArray(ids)]), on: connection) {
+        for row in try await client.execute(TradeCountersSQL(values: [.uuidArray(ids)]), on: connection, logger: logger) {
             let (trade, by, copy, at) = try row.decode((UUID, String, UUID?, Date).self)
             counters[trade, default: []].append(CounterView(by: by, offeredCopyID: copy, at: at))
         }
-        for row in try await execute(TradeEventsSQL(values: [.uuidArray(ids)]), on: connection) {
+        for row in try await client.execute(TradeEventsSQL(values: [.uuidArray(ids)]), on: connection, logger: logger) {
             let (trade, action, state, at, by) = try row.decode((UUID, String, String, Date, String?).self)
             events[trade, default: []].append(TradeEventView(action: action, state: state, at: at, by: by))
         }

@@ -103,8 +103,15 @@ package struct Database: Sendable {
         try await withConnection { connection in try await Self.rows(of: statement, on: connection, logger: logger) }
     }
 
-    /// Every row of `statement` on `connection`, for a caller inside its own transaction.
-    package static func rows<Statement: PreparedSQL>(of statement: Statement, on connection: PostgresConnection, logger: Logger)
+    /// On `connection` when the caller is inside its own transaction, else on a pooled one.
+    package func execute<Statement: PreparedSQL>(_ statement: Statement, on connection: PostgresConnection?, logger: Logger)
+        async throws -> [PostgresRow]
+    {
+        if let connection { return try await Self.rows(of: statement, on: connection, logger: logger) }
+        return try await execute(statement, logger: logger)
+    }
+
+    private static func rows<Statement: PreparedSQL>(of statement: Statement, on connection: PostgresConnection, logger: Logger)
         async throws -> [PostgresRow]
     {
         // PostgresNIO's default name is `String(reflecting:)` of the type, built on every run.
@@ -279,35 +286,4 @@ extension Result where Failure == any Error {
     init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
-}
-
-/// Every row of one result, read while the connection was leased.
-package struct Rows: AsyncSequence, Sendable {
-    package typealias Element = PostgresRow
-    package let rows: [PostgresRow]
-
-    init(_ sequence: PostgresRowSequence) async throws {
-        rows = try await sequence.collect()
-    }
-
-    package func makeAsyncIterator() -> Iterator { Iterator(base: rows.makeIterator()) }
-
-    package struct Iterator: AsyncIteratorProtocol {
-        var base: IndexingIterator<[PostgresRow]>
-        package mutating func next() async throws -> PostgresRow? { base.next() }
-    }
-
-    package func decode<each Column: PostgresDecodable>(_ columnType: (repeat each Column).Type, file: String = #fileID, line: Int = #line)
-        -> AsyncThrowingMapSequence<Rows, (repeat each Column)>
-    {
-        map { row in try row.decode(columnType, file: file, line: line) }
-    }
-
-    package func collect() -> [PostgresRow] { rows }
-}
-
-/// Rows decoded in a child task, handed to the caller once that task is done with them.
-private struct Transfer<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }
