@@ -60,12 +60,14 @@ package struct CopiesStore: Sendable {
     /// The same row read from `cells` starting at column `first` (for statements that put other
     /// columns before it).
     package static func row(_ cells: PostgresRandomAccessRow, from first: Int) throws -> Row {
-        (try cells[first].decode(UUID.self), try cells[first + 1].decode(String.self), try cells[first + 2].decode(String.self),
-         try cells[first + 3].decode(String?.self), try cells[first + 4].decode(UUID?.self), try cells[first + 5].decode(String?.self),
-         try cells[first + 6].decode(Date.self), try cells[first + 7].decode(Date.self), try cells[first + 8].decode(Int64.self),
-         try cells[first + 9].decode(UUID.self), try cells[first + 10].decode(String?.self), try cells[first + 11].decode(String.self),
-         try cells[first + 12].decode([String].self), try cells[first + 13].decode(UUID.self), try cells[first + 14].decode(String.self),
-         try cells[first + 15].decode(String?.self))
+        // Binary, as PostgreSQL sends every column here, whatever a gathered row says (`GatheredRows`).
+        let cell = { (column: Int) in cells.binary(first + column) }
+        return (try cell(0).decode(UUID.self), try cell(1).decode(String.self), try cell(2).decode(String.self),
+                try cell(3).decode(String?.self), try cell(4).decode(UUID?.self), try cell(5).decode(String?.self),
+                try cell(6).decode(Date.self), try cell(7).decode(Date.self), try cell(8).decode(Int64.self),
+                try cell(9).decode(UUID.self), try cell(10).decode(String?.self), try cell(11).decode(String.self),
+                try cell(12).decode([String].self), try cell(13).decode(UUID.self), try cell(14).decode(String.self),
+                try cell(15).decode(String?.self))
     }
 
     package func create(ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,

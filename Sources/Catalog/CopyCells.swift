@@ -19,7 +19,7 @@ package struct CopyCells: Sendable {
 
     /// Decoded when asked: a page needs only its last copy's, for the cursor.
     package var id: UUID {
-        get throws { try cells[first].decode(UUID.self) }
+        get throws { try cells.uuid(first) }
     }
 
     package func view() throws -> CopyView {

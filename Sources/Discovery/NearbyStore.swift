@@ -212,7 +212,7 @@ enum CopiesRoundTypes {
 }
 
 /// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page without words or ISBN.
-package struct NearbyCopiesSQL: PreparedSQL {
+package struct NearbyCopiesSQL: GatheredSQL {
     package static let name = "bookworm_nearby_copies"
     package static let sql = NearbyStore.copiesSQL(filtered: false)
     package static var bindingDataTypes: [PostgresDataType] { CopiesRoundTypes.all }
@@ -222,7 +222,7 @@ package struct NearbyCopiesSQL: PreparedSQL {
 }
 
 /// `NearbyStore.copiesSQL` for a request with words or an ISBN, prepared.
-package struct NearbyFilteredCopiesSQL: PreparedSQL {
+package struct NearbyFilteredCopiesSQL: GatheredSQL {
     package static let name = "bookworm_nearby_copies_filtered"
     package static let sql = NearbyStore.copiesSQL(filtered: true)
     package static var bindingDataTypes: [PostgresDataType] { CopiesRoundTypes.all }

@@ -103,6 +103,45 @@ import Testing
         }
     }
 
+    /// `GatheredRows` prepares a nearby statement without parameter types and names them in a
+    /// `WITH` query nothing reads: the generic plan must be the statement's own, filtered or not.
+    @Test func theDeclaredParameterTypesLeaveTheNearbyPlanAsItWas() async throws {
+        try await withApp { app in
+            let viewer = try #require(UUID(uuidString: try await app.register().id))
+            let owner = try #require(UUID(uuidString: try await app.register().id))
+            _ = try await seedCrowd(app, owner: owner)
+            for words in [nil, ["moby"]] {
+                let query = NearbyQuery(origin: origin, radiusKm: 10, words: words, callerID: viewer)
+                let statement = NearbyStore.copiesStatement(query, after: nil, limit: 21, pinLimit: NearbyStore.firstPinLimit(limit: 21))
+                let typed = words == nil ? GatheredRows.typedSQL(NearbyCopiesSQL.self) : GatheredRows.typedSQL(NearbyFilteredCopiesSQL.self)
+                #expect(typed != statement.sql)
+                let arguments = statement.values.map(Self.literal).joined(separator: ", ")
+                let plans = try await app.db.withConnection { connection in
+                    [try await Self.genericPlan(statement.sql, types: Self.roundTypes, arguments: arguments, on: connection),
+                     try await Self.genericPlan(typed, types: nil, arguments: arguments, on: connection)]
+                }
+                #expect(plans[0].contains("Limit"), "\(plans[0])")
+                #expect(plans[0] == plans[1], "words \(words ?? [])")
+            }
+        }
+    }
+
+    private static let roundTypes = "float8, float8, float8, float8, float8, float8, float8, uuid, text[], text, float8, uuid, int8, int8"
+
+    /// `EXPLAIN (COSTS OFF)` of `sql` on its generic plan, prepared with `types` or without any.
+    private static func genericPlan(_ sql: String, types: String?, arguments: String, on connection: PostgresConnection)
+        async throws -> String
+    {
+        try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
+        try await connection.query(PostgresQuery(unsafeSQL: "PREPARE declared_plan\(types.map { "(\($0))" } ?? "") AS \(sql)"), logger: logger)
+        var plan: [String] = []
+        for try await line in try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN (COSTS OFF) EXECUTE declared_plan(\(arguments))"),
+                                                          logger: logger).decode(String.self) { plan.append(line) }
+        try await connection.query("DEALLOCATE declared_plan", logger: logger)
+        try await connection.query("RESET plan_cache_mode", logger: logger)
+        return plan.joined(separator: "\n")
+    }
+
     /// 300 meetup pins in a line north, and copies only on the ten farthest: the first rounds'
     /// nearest pins (32, then 256 for copies; 64 for owners), all inside the radius, hold none,
     /// so the page is empty but may be missing rows, and a later round finds them. Copies and
@@ -207,6 +246,7 @@ import Testing
         case .uuid(let id): id.map { "'\($0.uuidString)'::uuid" } ?? "NULL"
         case .text(let text): text.map { "'\($0)'" } ?? "NULL"
         case .textArray(nil): "NULL"
+        case .textArray(let words?): "ARRAY[" + words.map { "'\($0)'" }.joined(separator: ", ") + "]::text[]"
         default: "NULL"
         }
     }

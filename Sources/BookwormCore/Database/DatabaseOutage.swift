@@ -1,7 +1,7 @@
 import PostgresNIO
 
 /// Thrown when the pool had only connections that had already closed to give (see
-/// `Database.openConnection`).
+/// `Database.openConnection`), or when a connection failed under a statement (`GatheredRows`).
 package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
     package var description: String { "the pool's connection had closed" }
 }
@@ -15,16 +15,31 @@ package enum DatabaseOutage {
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
         }
+        if let error = error as? PostgresError { return matches(older: error) }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
             return true
         case .server:
-            guard let state = error.serverInfo?[.sqlState] else { return false }
-            return state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
+            return error.serverInfo?[.sqlState].map(isOutage(sqlState:)) ?? false
         default:
             return false
         }
+    }
+
+    /// PostgresNIO's older error, which `GatheredRows` meets: a closed connection, one that broke
+    /// (its "protocol" errors include an unclean close), or the server's error.
+    private static func matches(older error: PostgresError) -> Bool {
+        switch error {
+        case .connectionClosed, .protocol: true
+        case .server(let message): message.fields[.sqlState].map(isOutage(sqlState:)) ?? false
+        }
+    }
+
+    /// Connection exceptions, the operator's intervention (shutdown, a cancelled statement), too
+    /// many connections.
+    private static func isOutage(sqlState state: String) -> Bool {
+        state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import PostgresNIO
 
@@ -29,5 +30,26 @@ extension PostgresRandomAccessRow {
               let byte = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self)
         else { throw CellShapeError(column: column, expected: "bool, not null") }
         return byte != 0
+    }
+}
+
+extension PostgresRandomAccessRow {
+    /// A `uuid` cell that is never NULL.
+    package func uuid(_ column: Int) throws -> UUID {
+        let cell = self[data: column]
+        guard cell.type == .uuid, let bytes = cell.value, bytes.readableBytes == 16 else {
+            throw CellShapeError(column: column, expected: "uuid, not null")
+        }
+        return bytes.withUnsafeReadableBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+    }
+}
+
+extension PostgresRandomAccessRow {
+    /// Column `column` as a cell in binary format, for `decode`: the format PostgreSQL sends every
+    /// column in, which a row gathered by `GatheredRows` misstates as text.
+    package func binary(_ column: Int) -> PostgresCell {
+        var cell = self[column]
+        cell.format = .binary
+        return cell
     }
 }
