@@ -137,6 +137,53 @@ import Testing
         }
     }
 
+    private struct Raise: GatheredSQL {
+        static let name = "bookworm_test_gathered_raise"
+        static let sql = "SELECT gathered_rows_raise($1)"
+        static var bindingDataTypes: [PostgresDataType] { [.text] }
+        let values: [SQLValue]
+    }
+
+    private struct StreamedRaise: PreparedSQL {
+        static let name = "bookworm_test_streamed_raise"
+        static let sql = "SELECT gathered_rows_raise($1)"
+        static var bindingDataTypes: [PostgresDataType] { [.text] }
+        let values: [SQLValue]
+    }
+
+    /// The server's errors read alike whichever API reported them: the outage check, a
+    /// transaction's conflict, a replica's recovery conflict.
+    @Test func theServersErrorsReadAlikeFromEitherAPI() async throws {
+        try await withTestDatabase { _, client in
+            let database = Database.forTests(client)
+            try await database.query("""
+                CREATE FUNCTION gathered_rows_raise(state text) RETURNS int LANGUAGE plpgsql
+                AS $$ BEGIN RAISE EXCEPTION 'raised %', state USING ERRCODE = state; END $$
+                """)
+            // (state, outage, transaction conflict, replica conflict)
+            let cases = [("40001", false, true, true), ("40P01", false, true, false), ("3D000", false, false, true),
+                         ("57014", true, false, false), ("08006", true, false, false), ("22012", false, false, false)]
+            for (state, outage, conflict, replica) in cases {
+                let errors = try await database.withConnection { connection in
+                    var errors: [any Error] = []
+                    do { _ = try await GatheredRows().rows(of: Raise(values: [.text(state)]), on: connection) } catch { errors.append(error) }
+                    do {
+                        for try await _ in try await connection.execute(StreamedRaise(values: [.text(state)]), logger: Self.logger) {}
+                    } catch { errors.append(error) }
+                    return Transfer(errors)
+                }.value
+                #expect(errors.count == 2)
+                #expect(errors.first is PostgresError && errors.last is PSQLError, "\(errors)")
+                for error in errors {
+                    #expect(ServerError.sqlState(of: error) == state)
+                    #expect(DatabaseOutage.matches(error) == outage, "\(state): \(error)")
+                    #expect(TransactionConflict.matches(error) == conflict, "\(state): \(error)")
+                    #expect(ReplicaFallback.conflictsWithReplay(error) == replica, "\(state): \(error)")
+                }
+            }
+        }
+    }
+
     private struct Cell: Equatable {
         let type: PostgresDataType
         let bytes: [UInt8]?

@@ -15,31 +15,43 @@ package enum DatabaseOutage {
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
         }
-        if let error = error as? PostgresError { return matches(older: error) }
+        // Connection exceptions, the operator's intervention (shutdown, a cancelled statement),
+        // too many connections.
+        if let state = ServerError.sqlState(of: error) {
+            return state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
+        }
+        if let error = error as? PostgresError {
+            // The older error (`GatheredRows`): a closed connection, or one that broke (its
+            // "protocol" errors include an unclean close).
+            return error.isClosedOrBroken
+        }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
             return true
-        case .server:
-            return error.serverInfo?[.sqlState].map(isOutage(sqlState:)) ?? false
         default:
             return false
         }
     }
+}
 
-    /// PostgresNIO's older error, which `GatheredRows` meets: a closed connection, one that broke
-    /// (its "protocol" errors include an unclean close), or the server's error.
-    private static func matches(older error: PostgresError) -> Bool {
-        switch error {
-        case .connectionClosed, .protocol: true
-        case .server(let message): message.fields[.sqlState].map(isOutage(sqlState:)) ?? false
-        }
+/// A server's error as PostgresNIO reports it: `PSQLError`, or its older `PostgresError`, which
+/// statements run through `PreparedQuery` (`GatheredRows`) throw.
+package enum ServerError {
+    /// The error's SQLSTATE when the server sent it, whichever type reports it.
+    package static func sqlState(of error: any Error) -> String? {
+        if let error = error as? PSQLError, error.code == .server { return error.serverInfo?[.sqlState] }
+        if case .server(let message) = error as? PostgresError { return message.fields[.sqlState] }
+        return nil
     }
+}
 
-    /// Connection exceptions, the operator's intervention (shutdown, a cancelled statement), too
-    /// many connections.
-    private static func isOutage(sqlState state: String) -> Bool {
-        state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
+extension PostgresError {
+    fileprivate var isClosedOrBroken: Bool {
+        switch self {
+        case .connectionClosed, .protocol: true
+        case .server: false
+        }
     }
 }
 
@@ -50,7 +62,7 @@ package enum TransactionConflict {
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
         }
-        guard let error = error as? PSQLError, error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        guard let state = ServerError.sqlState(of: error) else { return false }
         return state == "40P01" || state == "40001"
     }
 }

@@ -30,8 +30,8 @@ extension GatheredSQL {
 ///   asked. `decode` goes by the format, so it reads them only through `binary`, which restates
 ///   it; the byte readers do not look at it;
 /// - its errors are PostgresNIO's older `PostgresError` for a server's error or a closed
-///   connection, which `DatabaseOutage` knows too, and NIO's own for a connection that failed,
-///   which become `DatabaseConnectionClosed`.
+///   connection, which `ServerError` and `DatabaseOutage` read too, and NIO's own for a
+///   connection that failed, which become `DatabaseConnectionClosed`.
 /// Each connection prepares a statement once, under a name of PostgresNIO's choosing, and the
 /// statement is forgotten when the connection closes.
 package final class GatheredRows: Sendable {

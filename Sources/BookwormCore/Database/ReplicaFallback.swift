@@ -25,8 +25,7 @@ package final class ReplicaFallback: Sendable {
 
     /// 40001: cancelled by a recovery conflict; 3D000: the database is not there yet.
     static func conflictsWithReplay(_ error: any Error) -> Bool {
-        guard let error = error as? PSQLError, error.code == .server,
-              let state = error.serverInfo?[.sqlState] else { return false }
+        guard let state = ServerError.sqlState(of: error) else { return false }
         return state == "40001" || state == "3D000"
     }
 
