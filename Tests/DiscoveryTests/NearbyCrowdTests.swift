@@ -82,20 +82,9 @@ import Testing
             try await seedElsewhere(app, pins: 8_000)
             let query = NearbyQuery(origin: origin, radiusKm: 10, callerID: viewer)
             let statement = NearbyStore.copiesStatement(query, after: nil, limit: 21, pinLimit: NearbyStore.firstPinLimit(limit: 21))
-            let arguments = statement.values.map(Self.literal).joined(separator: ", ")
             let read = try await app.db.withConnection { connection in
-                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: Self.logger)
-                try await connection.query(PostgresQuery(unsafeSQL: """
-                    PREPARE crowd_plan(float8, float8, float8, float8, float8, float8, float8, uuid, text[], text, float8, uuid, int8, int8)
-                    AS \(statement.sql)
-                    """), logger: Self.logger)
-                var plan = ""
-                for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
-                    EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE crowd_plan(\(arguments))
-                    """), logger: Self.logger).decode(String.self) { plan += text }
-                try await connection.query("DEALLOCATE crowd_plan", logger: Self.logger)
-                try await connection.query("RESET plan_cache_mode", logger: Self.logger)
-                let json = try JSONSerialization.jsonObject(with: Data(plan.utf8))
+                let json = try await PlanRows.genericPlan(statement.sql, types: Self.roundTypes, arguments: statement.values.map(Self.literal),
+                                                          on: connection, logger: Self.logger)
                 return (copies: PlanRows.read("copies", in: json), pins: PlanRows.read("pins", in: json))
             }
             #expect(read.copies >= 21 && read.copies <= 32 + 21, "\(read.copies) copy entries read")
@@ -115,10 +104,12 @@ import Testing
                 let statement = NearbyStore.copiesStatement(query, after: nil, limit: 21, pinLimit: NearbyStore.firstPinLimit(limit: 21))
                 let typed = words == nil ? GatheredRows.typedSQL(NearbyCopiesSQL.self) : GatheredRows.typedSQL(NearbyFilteredCopiesSQL.self)
                 #expect(typed != statement.sql)
-                let arguments = statement.values.map(Self.literal).joined(separator: ", ")
+                let arguments = statement.values.map(Self.literal)
                 let plans = try await app.db.withConnection { connection in
-                    [try await Self.genericPlan(statement.sql, types: Self.roundTypes, arguments: arguments, on: connection),
-                     try await Self.genericPlan(typed, types: nil, arguments: arguments, on: connection)]
+                    [try await PlanRows.explainGeneric(statement.sql, types: Self.roundTypes, options: "COSTS OFF", arguments: arguments,
+                                                       on: connection, logger: Self.logger).joined(separator: "\n"),
+                     try await PlanRows.explainGeneric(typed, types: nil, options: "COSTS OFF", arguments: arguments,
+                                                       on: connection, logger: Self.logger).joined(separator: "\n")]
                 }
                 #expect(plans[0].contains("Limit"), "\(plans[0])")
                 #expect(plans[0] == plans[1], "words \(words ?? [])")
@@ -126,21 +117,7 @@ import Testing
         }
     }
 
-    private static let roundTypes = "float8, float8, float8, float8, float8, float8, float8, uuid, text[], text, float8, uuid, int8, int8"
-
-    /// `EXPLAIN (COSTS OFF)` of `sql` on its generic plan, prepared with `types` or without any.
-    private static func genericPlan(_ sql: String, types: String?, arguments: String, on connection: PostgresConnection)
-        async throws -> String
-    {
-        try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
-        try await connection.query(PostgresQuery(unsafeSQL: "PREPARE declared_plan\(types.map { "(\($0))" } ?? "") AS \(sql)"), logger: logger)
-        var plan: [String] = []
-        for try await line in try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN (COSTS OFF) EXECUTE declared_plan(\(arguments))"),
-                                                          logger: logger).decode(String.self) { plan.append(line) }
-        try await connection.query("DEALLOCATE declared_plan", logger: logger)
-        try await connection.query("RESET plan_cache_mode", logger: logger)
-        return plan.joined(separator: "\n")
-    }
+    private static let roundTypes = CopiesRoundTypes.all.map { $0.knownSQLName ?? "unknown" }.joined(separator: ", ")
 
     /// 300 meetup pins in a line north, and copies only on the ten farthest: the first rounds'
     /// nearest pins (32, then 256 for copies; 64 for owners), all inside the radius, hold none,

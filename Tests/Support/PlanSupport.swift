@@ -50,15 +50,25 @@ extension PlanRows {
     /// parameter `types`, run with `arguments` written as SQL literals), parsed.
     package static func genericPlan(_ sql: String, types: String, arguments: [String], on connection: PostgresConnection,
                                     logger: Logger) async throws -> Any {
+        let plan = try await explainGeneric(sql, types: types, options: "ANALYZE, FORMAT JSON", arguments: arguments,
+                                            on: connection, logger: logger)
+        return try JSONSerialization.jsonObject(with: Data(plan.joined().utf8))
+    }
+
+    /// `EXPLAIN (options) EXECUTE` of `sql` on its generic plan, prepared with parameter `types`
+    /// or, when nil, with the types PostgreSQL infers; the output's lines.
+    package static func explainGeneric(_ sql: String, types: String?, options: String, arguments: [String],
+                                       on connection: PostgresConnection, logger: Logger) async throws -> [String] {
         try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
-        try await connection.query(PostgresQuery(unsafeSQL: "PREPARE generic_plan_probe(\(types)) AS \(sql)"), logger: logger)
-        var plan = ""
-        for try await text in try await connection.query(PostgresQuery(unsafeSQL: """
-            EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_plan_probe(\(arguments.joined(separator: ", ")))
-            """), logger: logger).decode(String.self) { plan += text }
+        try await connection.query(PostgresQuery(unsafeSQL: "PREPARE generic_plan_probe\(types.map { "(\($0))" } ?? "") AS \(sql)"),
+                                   logger: logger)
+        var plan: [String] = []
+        for try await line in try await connection.query(PostgresQuery(unsafeSQL: """
+            EXPLAIN (\(options)) EXECUTE generic_plan_probe(\(arguments.joined(separator: ", ")))
+            """), logger: logger).decode(String.self) { plan.append(line) }
         try await connection.query("DEALLOCATE generic_plan_probe", logger: logger)
         try await connection.query("RESET plan_cache_mode", logger: logger)
-        return try JSONSerialization.jsonObject(with: Data(plan.utf8))
+        return plan
     }
 
     /// The rows the plan's top node returned (`ANALYZE`).
