@@ -75,35 +75,42 @@ deploy-check: deploy-deps
 	$(SWIFT) build --product bookworm
 	Deploy/check.sh "$(DEPLOY_VENV)" "$$($(SWIFT) build --show-bin-path)/bookworm"
 
-# A whole test run takes 1.5-3 minutes. Three times (2026-11-25) a test waited forever on a
-# statement PostgresNIO had written to a closed connection (see README, Tests; `Database` now
-# takes only open connections). Should a run hang again, it is stopped after TEST_TIMEOUT
-# seconds and run once more. A failing test is never run again. `swift test` writes through stdio, which holds back up to 4 KB when its
-# output is a file or a pipe (CI's log): line-buffered, a hung run's last lines and the phase
-# report reach the log before the timeout stops it.
+# A whole test run takes 1.5-3 minutes. A run still going after TEST_TIMEOUT seconds has hung:
+# it is stopped and reported as a failure, never run again. Shortly before the timeout the test
+# process writes which tests are still running, and in which phase, to $(TEST_HANG_REPORT);
+# make prints that list as the failure. `swift test` writes through stdio, line-buffered here
+# so that a hung run's last lines reach CI's log.
 #
-# `timeout` runs each test process in a process group of its own, and whatever is left in that
+# `timeout` runs the test process in a process group of its own, and whatever is left in that
 # group afterwards is killed: servers, workers, the SMTP sink and browsers a test process started
-# outlive it when it crashes (an assertion left eleven `bookworm serve` behind). The test
-# cluster is not among them: `pg_ctl` starts PostgreSQL in a session of its own, and it is
-# stopped first.
+# outlive it when it crashes. The test cluster is not among them: `pg_ctl` starts PostgreSQL in
+# a session of its own, and it is stopped first. Every database the run creates is named
+# `test_<run>_…`; on a shared TEST_DATABASE_URL the run's template is dropped afterwards.
 TEST_TIMEOUT ?= 900
+TEST_RUN := $(shell head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+TEST_HANG_REPORT := $(TEST_DATA_DIR)/hang-report-$(TEST_RUN).txt
 
 test: deps conformance-deps browser-deps deploy-check
 	@mkdir -p "$(TEST_DATA_DIR)"
 	$(SWIFT) build --build-tests
-	@status=0; groups=""; for attempt in 1 2; do \
-		status=0; BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
-			BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_REPORT_AFTER=$$(( $(TEST_TIMEOUT) * 9 / 10 )) \
-			timeout $(TEST_TIMEOUT) stdbuf -oL -eL $(SWIFT) test --skip-build & run=$$!; \
-		groups="$$groups $$run"; wait $$run || status=$$?; \
-		[ $$status -eq 124 ] || break; \
-		echo "make test: the test run hung for $(TEST_TIMEOUT) s (attempt $$attempt)"; \
+	@status=0; rm -f "$(TEST_HANG_REPORT)"; \
+	BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
+		BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_RUN="$(TEST_RUN)" \
+		BOOKWORM_TEST_REPORT_AFTER=$$(( $(TEST_TIMEOUT) * 9 / 10 )) BOOKWORM_TEST_HANG_REPORT="$(TEST_HANG_REPORT)" \
+		timeout $(TEST_TIMEOUT) stdbuf -oL -eL $(SWIFT) test --skip-build & run=$$!; \
+	wait $$run || status=$$?; \
+	if [ $$status -eq 124 ]; then \
+		echo "make test: FAILED: the test run hung and was stopped after $(TEST_TIMEOUT) s; tests still running:"; \
+		cat "$(TEST_HANG_REPORT)" 2>/dev/null || echo "  (no report: the test process wrote none)"; \
 		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \
-		pkill -KILL -f "$(CURDIR)/.build/[^ ]*/debug/[b]ookworm " || true; \
-	done; \
+	fi; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; \
-	for group in $$groups; do pkill -KILL -g $$group 2>/dev/null || true; done; exit $$status
+	pkill -KILL -g $$run 2>/dev/null || true; \
+	if [ -n "$$TEST_DATABASE_URL" ]; then \
+		for db in $$(psql "$$TEST_DATABASE_URL" -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'test\_$(TEST_RUN)\_%'"); do \
+			psql "$$TEST_DATABASE_URL" -qc "DROP DATABASE IF EXISTS $$db WITH (FORCE)" || true; done; \
+	fi; \
+	exit $$status
 
 # The tests leave their cluster running for the next test process of the same run; stop it,
 # and any cluster of a single test (`OutageTests`' own) that a crashed test process left running.
@@ -131,8 +138,8 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench portability
 	$(SWIFT) run -c release --skip-build BookwormBench roundtrip
 	$(SWIFT) run -c release --skip-build BookwormBench growth
-	@echo; echo "Summary (every benchmark's .bookworm/bench/results/*.json):"
-	$(SWIFT) run -c release --skip-build BookwormBench summary
+	@echo; echo "Summary (every benchmark's .bookworm/bench/results/*.json), also written to docs/benchmarks.md:"
+	$(SWIFT) run -c release --skip-build BookwormBench summary --write docs/benchmarks.md
 
 bench-hashing: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench hashing
@@ -169,9 +176,9 @@ bench-growth: bench-build
 bench-roundtrip: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench roundtrip
 
-# One table of every measure the benchmarks have written so far.
+# One table of every measure the benchmarks have written, also into docs/benchmarks.md.
 bench-summary: bench-build
-	$(SWIFT) run -c release --skip-build BookwormBench summary
+	$(SWIFT) run -c release --skip-build BookwormBench summary --write docs/benchmarks.md
 
 seed: deps
 	$(SWIFT) run bookworm seed

@@ -58,7 +58,11 @@ package struct AccountMail: Sendable {
 
     package func verify(_ user: UserRecord, code: String) async throws {
         guard user.emailVerifiedAt == nil else { return }
-        switch try await verifications.checkCode(userID: user.id, code: code) {
+        // One transaction under the code's row lock, so parallel guesses cannot exceed the limit.
+        let check = try await client.transaction(logger: logger) { connection in
+            try await self.verifications.checkCode(userID: user.id, code: code, on: connection)
+        }
+        switch check {
         case .verified:
             sessions.forget(userID: user.id)
             return

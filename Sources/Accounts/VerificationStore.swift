@@ -50,9 +50,9 @@ package struct VerificationStore: Sendable {
 
     enum CodeCheck: Equatable { case verified, wrong(remaining: Int), expired }
 
-    /// Under a row lock, so parallel guesses cannot exceed the attempt limit.
-    func checkCode(userID: UUID, code: String) async throws -> CodeCheck {
-        try await client.transaction(logger: logger) { connection in
+    /// Takes the code's row lock: inside the caller's transaction.
+    func checkCode(userID: UUID, code: String, on connection: PostgresConnection) async throws -> CodeCheck {
+        do {
             let rows = try await connection.query("""
                 SELECT code_hash, attempts, expires_at > \(clock.now()) FROM email_verifications
                 WHERE user_id = \(userID) FOR UPDATE

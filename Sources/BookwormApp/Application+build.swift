@@ -90,14 +90,16 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
 
 /// The app's pool of one database, and beside it the smaller pool whose sessions plan every
 /// statement generically (`GenericPlanPool`, for the nearby statements; `Config.genericPoolSize`),
-/// one part per event loop. Returns the database and every client, to run as services.
-func pools(_ settings: DatabaseSettings, config: Config, logger: Logger) -> (Database, [PostgresClient]) {
+/// one part per event loop (none for some loops when it is smaller than their number). Returns
+/// the database and every client, to run as services.
+func pools(_ settings: DatabaseSettings, config: Config, logger: Logger,
+           loops: [any EventLoop] = LoopExecutor.loops) -> (Database, [PostgresClient]) {
     let timeout = config.databaseDeadlines.statement
     let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: timeout),
                                 backgroundLogger: logger)
     let usage = PoolUsage()
-    let loops = LoopExecutor.loops
-    let generic = zip(loops, GenericPlanPool.sizes(config.genericPoolSize, loops: loops.count)).map { loop, size in
+    let sized = zip(loops, GenericPlanPool.sizes(config.genericPoolSize, loops: loops.count)).filter { $0.1 > 0 }
+    let generic = sized.map { loop, size in
         (loop: loop, client: PostgresClient(
             configuration: settings.clientConfiguration(poolSize: size, statementTimeout: timeout, genericPlans: true),
             eventLoopGroup: loop, backgroundLogger: logger))

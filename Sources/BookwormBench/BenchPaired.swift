@@ -131,15 +131,22 @@ struct PairedThroughput {
         cpu.map { http, pgbench in
             ["    CPU per request (ms): server / PostgreSQL / wrk", String(format: "%.3f / %.3f / %.3f", http.server, http.database, http.tools),
              String(format: "PostgreSQL %.3f / pgbench %.3f", pgbench.database, pgbench.tools),
-             String(format: "PostgreSQL %+.0f %% beside the server", (http.database / max(pgbench.database, 0.000_001) - 1) * 100), "-"]
+             String(format: "PostgreSQL %+.0f %% beside the server", (http.database / max(pgbench.database, 0.000_001) - 1) * 100),
+             String(format: "server ÷ PostgreSQL %.2f", http.server / max(http.database, 0.000_001))]
         }
     }
 
     /// `cpu` as result rows (figures for context, no goal): the server's CPU per request, and
     /// PostgreSQL's beside it against its own under pgbench.
-    func cpuResults(_ measure: String) -> [ResultRow] {
+    /// And the server's CPU per request ÷ PostgreSQL's beside it, which swings far less with the
+    /// machine's speed than a throughput ratio; `serverShareGoal` is its ceiling, if it has one.
+    func cpuResults(_ measure: String, serverShareGoal: Double? = nil) -> [ResultRow] {
         guard let (http, pgbench) = cpu else { return [] }
+        let share = http.server / max(http.database, 0.000_001)
         return [
+            ResultRow("\(measure): the server's CPU ÷ PostgreSQL's per request", share, "x",
+                      reference: String(format: "server %.3f ms, PostgreSQL %.3f ms", http.server, http.database),
+                      goal: serverShareGoal.map { String(format: "<= %.2f", $0) }, met: serverShareGoal.map { share <= $0 }),
             ResultRow("\(measure): the server's CPU per request", http.server, "ms",
                       reference: String(format: "wrk %.3f ms per request", http.tools)),
             ResultRow("\(measure): PostgreSQL's CPU per request", http.database, "ms",

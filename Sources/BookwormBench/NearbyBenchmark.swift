@@ -43,15 +43,13 @@ struct NearbyBenchmark {
         try database.execute(NearbyBenchmarkSQL.prewarm)
 
         let origins = BenchmarkPoints.cityWeighted(count: points)
-        let (timings, sparse, rowsJSON) = try await server.withClients { client, asServer in
+        let (timings, sparse) = try await server.withClients { client, asServer in
             (try await measure(client: client, asServer: asServer, origins: origins),
-             try await SparseNearby.measure(client: client, origins: Array(origins.prefix(200)), radiusKm: radiusKm, limit: limit, caller: viewer),
-             try await NearbyRowsJSON.measure(database: asServer, latitude: NearbyRowsJSON.origin.latitude,
-                                              longitude: NearbyRowsJSON.origin.longitude, caller: viewer, rounds: 2000))
+             try await SparseNearby.measure(client: client, origins: Array(origins.prefix(200)), radiusKm: radiusKm, limit: limit, caller: viewer))
         }
 
         let (throughput, split) = try measureThroughput(tools, server: server, database: database, at: Array(origins.prefix(16)))
-        try report(timings, throughput: throughput, split: split, sparse: sparse, rowsJSON: rowsJSON)
+        try report(timings, throughput: throughput, split: split, sparse: sparse)
     }
 
     /// `/v1/nearby/copies` under wrk beside pgbench running the server's statement, over the
@@ -196,8 +194,7 @@ struct NearbyBenchmark {
         }
     }
 
-    private func report(_ timings: Timings, throughput: PairedThroughput, split: SplitThroughput?, sparse: SparseNearby,
-                        rowsJSON: NearbyRowsJSON.Figures) throws {
+    private func report(_ timings: Timings, throughput: PairedThroughput, split: SplitThroughput?, sparse: SparseNearby) throws {
         let server = Percentiles(timings.project), project = Percentiles(timings.projectSQL), postGIS = Percentiles(timings.postGIS)
         let cube = Percentiles(timings.cubeFloor), gisFloor = Percentiles(timings.postGISFloor), full = Percentiles(timings.fullScan)
         let ratio50 = project.p50 / max(postGIS.p50, 0.0001), ratio99 = project.p99 / max(postGIS.p99, 0.0001)
@@ -247,7 +244,6 @@ struct NearbyBenchmark {
             .map { String(format: "%@ %.2f ms (PostGIS %.2f)", $0.origin, $0.project, $0.postGIS) }
         print("nearby copies, slowest points: " + slowest.joined(separator: ", "))
         sparse.print()
-        rowsJSON.print()
         let best = "PostGIS best practice"
         try BenchResults.write("nearby", [
             ResultRow("nearby copies p50", project.p50, "ms", reference: String(format: "%@ %.2f ms", best, postGIS.p50), ratio: ratio50,
@@ -268,8 +264,7 @@ struct NearbyBenchmark {
             ResultRow("HTTP nearby, \(clients) clients", http, "req/s", reference: String(format: "pgbench prepared %.0f tx/s", prepared),
                       ratio: throughput.ratio, goal: ">= 0.8 x", met: throughput.ratio >= 0.8),
             TailLatency.result("HTTP nearby p99, \(clients) clients", http: throughput.httpP99, pgbench: throughput.preparedP99),
-        ] + throughput.cpuResults("HTTP nearby, \(clients) clients") + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows
-            + rowsJSON.results)
+        ] + throughput.cpuResults("HTTP nearby, \(clients) clients", serverShareGoal: 0.5) + (split.map { [$0.result("HTTP nearby, \(clients) clients")] } ?? []) + sparse.rows)
     }
 
     private func ms(_ value: Double) -> String { String(format: "%.2f ms", value) }

@@ -60,8 +60,7 @@ package struct CopiesStore: Sendable {
     /// The same row read from `cells` starting at column `first` (for statements that put other
     /// columns before it).
     package static func row(_ cells: PostgresRandomAccessRow, from first: Int) throws -> Row {
-        // Binary, as PostgreSQL sends every column here, whatever a gathered row says (`GatheredRows`).
-        let cell = { (column: Int) in cells.binary(first + column) }
+        let cell = { (column: Int) in cells[first + column] }
         return (try cell(0).decode(UUID.self), try cell(1).decode(String.self), try cell(2).decode(String.self),
                 try cell(3).decode(String?.self), try cell(4).decode(UUID?.self), try cell(5).decode(String?.self),
                 try cell(6).decode(Date.self), try cell(7).decode(Date.self), try cell(8).decode(Int64.self),

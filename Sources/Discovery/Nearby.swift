@@ -50,8 +50,7 @@ package struct DistanceCursor: Equatable, Sendable {
 }
 
 package struct NearbyCopy: Encodable, Sendable {
-    /// The copy as PostgreSQL sent it: the page writes it from its bytes (`CopyCells`).
-    package let copy: CopyCells
+    package let copy: CopyView
     package let distanceKm: Double
     /// The keyset position: the chord to the origin on the unit sphere, which orders exactly
     /// like `distanceKm` and is what the index scan walks. Not part of the JSON.
@@ -63,7 +62,7 @@ package struct NearbyCopy: Encodable, Sendable {
     }
 
     package func encode(to encoder: any Encoder) throws {
-        try copy.view().encode(to: encoder)
+        try copy.encode(to: encoder)
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(Nearby.rounded(distanceKm), forKey: .distanceKm)
         try container.encode(place, forKey: .pin)
@@ -121,6 +120,6 @@ enum RadiusBoxes {
 
 extension NearbyCopy: JSONWritable {
     package func write(to json: inout JSONWriter) throws {
-        try copy.write(to: &json, nearby: (Nearby.rounded(distanceKm), place))
+        copy.write(to: &json, nearby: (Nearby.rounded(distanceKm), place))
     }
 }

@@ -174,7 +174,7 @@ package struct NearbyStore: Sendable {
     }
 
     static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
-        NearbyCopy(copy: CopyCells(cells, from: 5), distanceKm: try cells.float8(2),
+        NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells.float8(2),
                    sortKey: chord, place: PublicPlace(latitude: try cells.float8(3), longitude: try cells.float8(4)))
     }
 
@@ -212,7 +212,7 @@ enum CopiesRoundTypes {
 }
 
 /// `NearbyStore.copiesSQL`, prepared: the statement behind every nearby page without words or ISBN.
-package struct NearbyCopiesSQL: GatheredSQL {
+package struct NearbyCopiesSQL: PreparedSQL {
     package static let name = "bookworm_nearby_copies"
     package static let sql = NearbyStore.copiesSQL(filtered: false)
     package static var bindingDataTypes: [PostgresDataType] { CopiesRoundTypes.all }
@@ -222,7 +222,7 @@ package struct NearbyCopiesSQL: GatheredSQL {
 }
 
 /// `NearbyStore.copiesSQL` for a request with words or an ISBN, prepared.
-package struct NearbyFilteredCopiesSQL: GatheredSQL {
+package struct NearbyFilteredCopiesSQL: PreparedSQL {
     package static let name = "bookworm_nearby_copies_filtered"
     package static let sql = NearbyStore.copiesSQL(filtered: true)
     package static var bindingDataTypes: [PostgresDataType] { CopiesRoundTypes.all }

@@ -134,22 +134,21 @@ package struct OutboxStore: Sendable {
             """, logger: logger)
     }
 
-    /// Failed for good; with `suppress`, the address gets no further mail.
+    /// Failed for good; with `suppress`, the address gets no further mail. One statement, so
+    /// both happen or neither does.
     func markFailed(_ id: UUID, worker: UUID, error: String, suppress address: String?) async throws {
-        try await client.transaction(logger: logger) { connection in
-            try await connection.query("""
+        let reason = String(error.prefix(500))
+        try await client.query("""
+            WITH failed AS (
                 UPDATE outbox_messages
-                SET status = 'failed', last_error = \(String(error.prefix(500))), lease_owner = NULL, lease_expires_at = NULL,
+                SET status = 'failed', last_error = \(reason), lease_owner = NULL, lease_expires_at = NULL,
                     updated_at = \(clock.now())
                 WHERE id = \(id) AND lease_owner = \(worker)
-                """, logger: logger)
-            if let address {
-                try await connection.query("""
-                    INSERT INTO mail_suppressions (address, reason) VALUES (\(address.lowercased()), \(String(error.prefix(500))))
-                    ON CONFLICT (address) DO NOTHING
-                    """, logger: logger)
-            }
-        }
+            )
+            INSERT INTO mail_suppressions (address, reason)
+            SELECT \(address?.lowercased())::text, \(reason) WHERE \(address)::text IS NOT NULL
+            ON CONFLICT (address) DO NOTHING
+            """, logger: logger)
     }
 
     /// Housekeeping: failed messages older than `days` lose their content, as sent ones do at once.

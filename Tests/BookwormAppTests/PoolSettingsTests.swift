@@ -71,6 +71,29 @@ import Testing
         }
     }
 
+    /// `BOOKWORM_DB_GENERIC_POOL_SIZE` is a maximum: five connections on sixteen event loops
+    /// open five, and a statement from a loop without one of its own still runs.
+    @Test func theGenericPoolNeverOpensMoreThanItsSizeWhenThereAreMoreEventLoops() async throws {
+        let sizes = GenericPlanPool.sizes(5, loops: 16)
+        #expect(sizes.count == 16 && sizes.reduce(0, +) == 5 && sizes.max() == 1)
+        #expect(GenericPlanPool.sizes(7, loops: 2) == [4, 3])
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 16)
+        let loops = (0..<16).map { _ in group.next() }
+        try await withApp { app in
+            let logger = Logger(label: "pool-settings-test")
+            try await Self.withRunningPools(app, genericPoolSize: 5, loops: loops) { database, clients in
+                #expect(clients.count == 1 + 5)
+                let backends = try await Self.backends(of: 20, probes: database, logger: logger)
+                #expect(backends.count == 5)
+                let last = try #require(loops.last)
+                let generic = try #require(database.genericPlans)
+                let chosen = try await last.submit { generic.database }.get()
+                #expect(try await chosen.execute(PlanModeProbe(), logger: logger).count == 1)
+            }
+        }
+        try await group.shutdownGracefully()
+    }
+
     /// A statement from an event loop's executor runs on a connection of that loop's own part of
     /// the pool, and its caller resumes on that loop: no thread but the loop's is woken.
     @Test func aNearbyStatementFromAnEventLoopUsesThatLoopsConnectionsAndResumesThere() async throws {
@@ -100,13 +123,20 @@ import Testing
     /// `body` with the app's pools (`pools`, the tests' config, the nearby pool's size if given) running.
     private static func withRunningPools(_ app: TestApp, genericPoolSize: Int? = nil,
                                          _ body: @Sendable (Database) async throws -> Void) async throws {
+        try await withRunningPools(app, genericPoolSize: genericPoolSize, loops: LoopExecutor.loops) { database, _ in
+            try await body(database)
+        }
+    }
+
+    private static func withRunningPools(_ app: TestApp, genericPoolSize: Int?, loops: [any EventLoop],
+                                         _ body: @Sendable (Database, [PostgresClient]) async throws -> Void) async throws {
         var config = Config.forTests(app.settings)
         config.databaseGenericPoolSize = genericPoolSize
-        let (database, clients) = pools(app.settings, config: config, logger: Logger(label: "pool-settings-test"))
+        let (database, clients) = pools(app.settings, config: config, logger: Logger(label: "pool-settings-test"), loops: loops)
         try await withThrowingDiscardingTaskGroup { group in
             for client in clients { group.addTask { await client.run() } }
             defer { group.cancelAll() }
-            try await body(database)
+            try await body(database, clients)
         }
     }
 

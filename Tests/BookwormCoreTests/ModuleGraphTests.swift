@@ -6,7 +6,7 @@ import Testing
 /// happens to be built already; this test makes it fail every time.
 @Suite struct ModuleGraphTests {
     /// Bottom-up: a room may import only rooms before it.
-    static let rooms = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "BookwormApp"]
+    static let rooms = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability", "BookwormApp"]
 
     static let sources = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -27,6 +27,20 @@ import Testing
         }
         #expect(checked > 50)
         #expect(violations.isEmpty, "\(violations)")
+    }
+
+    /// Stores hold SQL only; a multi-step write's transaction belongs to its service, which
+    /// passes the connection down.
+    @Test func onlyServicesOpenTransactions() throws {
+        var stores = 0
+        for room in Self.rooms {
+            for file in try swiftFiles(in: Self.sources.appendingPathComponent(room)) where file.lastPathComponent.hasSuffix("Store.swift") {
+                stores += 1
+                let text = try String(contentsOf: file, encoding: .utf8)
+                #expect(!text.contains(".transaction(") && !text.contains("withTransaction("), "\(room)/\(file.lastPathComponent)")
+            }
+        }
+        #expect(stores > 20)
     }
 
     @Test func theProductDoesNotImportTheBenchmarks() throws {

@@ -92,31 +92,6 @@ import Testing
         }
     }
 
-    /// `GatheredRows` prepares a nearby statement without parameter types and names them in a
-    /// `WITH` query nothing reads: the generic plan must be the statement's own, filtered or not.
-    @Test func theDeclaredParameterTypesLeaveTheNearbyPlanAsItWas() async throws {
-        try await withApp { app in
-            let viewer = try #require(UUID(uuidString: try await app.register().id))
-            let owner = try #require(UUID(uuidString: try await app.register().id))
-            _ = try await seedCrowd(app, owner: owner)
-            for words in [nil, ["moby"]] {
-                let query = NearbyQuery(origin: origin, radiusKm: 10, words: words, callerID: viewer)
-                let statement = NearbyStore.copiesStatement(query, after: nil, limit: 21, pinLimit: NearbyStore.firstPinLimit(limit: 21))
-                let typed = words == nil ? GatheredRows.typedSQL(NearbyCopiesSQL.self) : GatheredRows.typedSQL(NearbyFilteredCopiesSQL.self)
-                #expect(typed != statement.sql)
-                let arguments = statement.values.map(Self.literal)
-                let plans = try await app.db.withConnection { connection in
-                    [try await PlanRows.explainGeneric(statement.sql, types: Self.roundTypes, options: "COSTS OFF", arguments: arguments,
-                                                       on: connection, logger: Self.logger).joined(separator: "\n"),
-                     try await PlanRows.explainGeneric(typed, types: nil, options: "COSTS OFF", arguments: arguments,
-                                                       on: connection, logger: Self.logger).joined(separator: "\n")]
-                }
-                #expect(plans[0].contains("Limit"), "\(plans[0])")
-                #expect(plans[0] == plans[1], "words \(words ?? [])")
-            }
-        }
-    }
-
     private static let roundTypes = CopiesRoundTypes.all.map { $0.knownSQLName ?? "unknown" }.joined(separator: ", ")
 
     /// 300 meetup pins in a line north, and copies only on the ten farthest: the first rounds'

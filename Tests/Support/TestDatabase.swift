@@ -12,10 +12,20 @@ import PostgresNIO
 
 /// One PostgreSQL per test process (`TEST_DATABASE_URL`, else an embedded cluster under
 /// `.bookworm/test`), one migrated template database, and a fresh database per test cloned
-/// from it, so tests run in parallel without sharing state.
+/// from it, so tests run in parallel without sharing state. Every database a run creates is
+/// named `test_<run>_…`, and a run drops only those: a shared server's other databases, another
+/// run's among them, are never touched (`make test` drops the run's template afterwards).
 actor TestDatabaseServer {
     static let shared = TestDatabaseServer()
-    static let template = "bookworm_test_template"
+    /// `BOOKWORM_TEST_RUN` (set by `make test`), else one of this process's own.
+    static let run: String = {
+        let given = ProcessInfo.processInfo.environment["BOOKWORM_TEST_RUN"] ?? ""
+        let safe = !given.isEmpty && given.count <= 16 && given.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        return safe ? given.lowercased() : String(UUID().uuidString.lowercased().prefix(8))
+    }()
+    static let prefix = "test_\(run)_"
+    static let template = prefix + "template"
+    static var sharedServer: Bool { !(ProcessInfo.processInfo.environment["TEST_DATABASE_URL"] ?? "").isEmpty }
 
     private var setup: Task<(DatabaseSettings, PostgresClient), any Error>?
     let logger: Logger = {
@@ -65,7 +75,7 @@ actor TestDatabaseServer {
     /// A new, migrated, empty database of its own.
     func createDatabase() async throws -> DatabaseSettings {
         let (admin, client) = try await adminConnection()
-        let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let name = Self.prefix + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         // A template must have no session: the migrating one may still be closing on the server
         // (55006 object_in_use), so try again briefly rather than fail the test.
         for attempt in 1...50 {
@@ -82,30 +92,36 @@ actor TestDatabaseServer {
     /// A new database with no schema at all, for migrator tests.
     func createEmptyDatabase() async throws -> DatabaseSettings {
         let (admin, client) = try await adminConnection()
-        let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let name = Self.prefix + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         return admin.withDatabase(name)
     }
 
     func dropDatabase(_ settings: DatabaseSettings) async {
         let name = settings.database
-        guard name.hasPrefix("test_") else { return }
+        guard name.hasPrefix(Self.prefix) else { return }
         guard let client = try? await adminConnection().1 else { return }
         _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+    }
+
+    /// The `LIKE` pattern of the databases a run may drop as a crashed run's leftovers.
+    static func leftovers(sharedServer: Bool) -> String {
+        (sharedServer ? prefix : "test_").replacingOccurrences(of: "_", with: "\\_") + "%"
     }
 
     private func rebuildTemplate(admin: DatabaseSettings) async throws {
         let logger = self.logger
         let client = admin.makeClient(poolSize: 1, logger: logger)
         try await client.whileRunning { client in
-            // Leftovers from runs that crashed before dropping their databases.
-            let stale = try await client.query("SELECT datname FROM pg_database WHERE datname LIKE 'test\\_%'")
+            // Leftovers of a crashed run: on the tests' own cluster every run's, on a shared
+            // server only this run's.
+            let pattern = Self.leftovers(sharedServer: Self.sharedServer)
+            let stale = try await client.query("SELECT datname FROM pg_database WHERE datname LIKE \(pattern)")
             var names: [String] = []
             for try await name in stale.decode(String.self) { names.append(name) }
             for name in names {
                 try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
             }
-            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(Self.template) WITH (FORCE)"))
             try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(Self.template)"))
         }
         let templateClient = admin.withDatabase(Self.template).makeClient(poolSize: 1, logger: logger)

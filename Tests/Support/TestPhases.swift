@@ -4,12 +4,11 @@ import Synchronization
 import Testing
 
 /// Where each running test stands in its database's life (created, in use, dropped), written
-/// to standard error when the test process gets SIGUSR1. A test run has hung a few times with
-/// every thread idle and no query running (README, Tests): an `await` that never resumed, and
-/// a thread dump cannot say which. `make test` also sets `BOOKWORM_TEST_REPORT_AFTER` to a
-/// little less than its timeout, and the same report is written then, while `swift test` still
-/// relays the process's output (a signal after its timeout reached an orphan whose output went
-/// nowhere): the next hang names the phase every stuck test is in, and for how long.
+/// to standard error when the test process gets SIGUSR1. A hung run may have every thread idle
+/// (an `await` that never resumed), and a thread dump cannot say which test it is. `make test`
+/// sets `BOOKWORM_TEST_REPORT_AFTER` to a little less than its timeout: the report is written
+/// then, to standard error and to `BOOKWORM_TEST_HANG_REPORT`, which `make test` prints as the
+/// failure when it stops the run, naming every test still running and its phase.
 package enum TestPhases {
     private struct Entry {
         let test: String
@@ -27,7 +26,12 @@ package enum TestPhases {
         source.resume()
         if let after = ProcessInfo.processInfo.environment["BOOKWORM_TEST_REPORT_AFTER"].flatMap(Int.init) {
             DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(after)) {
-                FileHandle.standardError.write(Data(report().utf8))
+                let report = report()
+                FileHandle.standardError.write(Data(report.utf8))
+                // For `make test` to print as the failure once it stops the run as hung.
+                if let path = ProcessInfo.processInfo.environment["BOOKWORM_TEST_HANG_REPORT"] {
+                    try? report.write(toFile: path, atomically: true, encoding: .utf8)
+                }
             }
         }
         return source

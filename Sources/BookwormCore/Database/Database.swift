@@ -116,7 +116,6 @@ package struct Database: Sendable {
     {
         // PostgresNIO's default name is `String(reflecting:)` of the type, built on every run.
         assert(Statement.name.hasPrefix("bookworm_"), "\(Statement.self) needs a static name")
-        if Statement.gathersRows { return try await GatheredRows.shared.rows(of: statement, on: connection) }
         var rows: [PostgresRow] = []
         for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
         return rows

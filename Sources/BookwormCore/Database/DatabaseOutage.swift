@@ -1,7 +1,7 @@
 import PostgresNIO
 
 /// Thrown when the pool had only connections that had already closed to give (see
-/// `Database.openConnection`), or when a connection failed under a statement (`GatheredRows`).
+/// `Database.openConnection`).
 package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
     package var description: String { "the pool's connection had closed" }
 }
@@ -20,11 +20,6 @@ package enum DatabaseOutage {
         if let state = ServerError.sqlState(of: error) {
             return state.hasPrefix("08") || state.hasPrefix("57") || state == "53300"
         }
-        if let error = error as? PostgresError {
-            // The older error (`GatheredRows`): a closed connection, or one that broke (its
-            // "protocol" errors include an unclean close).
-            return error.isClosedOrBroken
-        }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
@@ -35,23 +30,12 @@ package enum DatabaseOutage {
     }
 }
 
-/// A server's error as PostgresNIO reports it: `PSQLError`, or its older `PostgresError`, which
-/// statements run through `PreparedQuery` (`GatheredRows`) throw.
+/// A server's error as PostgresNIO reports it.
 package enum ServerError {
-    /// The error's SQLSTATE when the server sent it, whichever type reports it.
+    /// The error's SQLSTATE when the server sent it.
     package static func sqlState(of error: any Error) -> String? {
-        if let error = error as? PSQLError, error.code == .server { return error.serverInfo?[.sqlState] }
-        if case .server(let message) = error as? PostgresError { return message.fields[.sqlState] }
-        return nil
-    }
-}
-
-extension PostgresError {
-    fileprivate var isClosedOrBroken: Bool {
-        switch self {
-        case .connectionClosed, .protocol: true
-        case .server: false
-        }
+        guard let error = error as? PSQLError, error.code == .server else { return nil }
+        return error.serverInfo?[.sqlState]
     }
 }
 

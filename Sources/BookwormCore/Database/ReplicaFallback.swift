@@ -54,7 +54,7 @@ package final class GenericPlanPool: Sendable {
         pools = byLoop.map { (loop: $0.loop, database: $0.database) }
     }
 
-    /// The pool of the caller's event loop; off the loops, each in turn.
+    /// The pool of the caller's event loop; off the loops, or on a loop without one, each in turn.
     package var database: Database {
         if pools.count > 1, let loop = MultiThreadedEventLoopGroup.currentEventLoop,
            let pool = pools.first(where: { $0.loop === loop }) {
@@ -74,8 +74,10 @@ package final class GenericPlanPool: Sendable {
         self.pools = pools
     }
 
-    /// `total` connections over `loops` loops, as evenly as they go and at least one each.
+    /// `total` connections (at least one) over `loops` loops, as evenly as they go: with fewer
+    /// connections than loops, some loops get none and their callers use the others' in turn.
     package static func sizes(_ total: Int, loops: Int) -> [Int] {
-        (0..<loops).map { max(1, total / loops + ($0 < total % loops ? 1 : 0)) }
+        let total = max(1, total)
+        return (0..<loops).map { total / loops + ($0 < total % loops ? 1 : 0) }
     }
 }

@@ -7,6 +7,15 @@ import PostgresNIO
 /// `PostgresCell`, which copies the column's name and runs the generic decoding machinery for
 /// each cell: 3 % of the server's CPU for a nearby page. The values are bit for bit what
 /// `decode` gives; a cell of another type or width is a `CellShapeError`, a fault of the code.
+/// A cell whose bytes are not what its reader expects (another type, a short value): the
+/// statement and the reader disagree, a fault of the code, not of the request.
+package struct CellShapeError: Error, CustomStringConvertible {
+    let column: Int
+    let expected: String
+
+    package var description: String { "column \(column) is not a binary \(expected)" }
+}
+
 extension PostgresRandomAccessRow {
     /// A `float8` cell, or nil for NULL.
     package func float8OrNil(_ column: Int) throws -> Double? {
@@ -30,26 +39,5 @@ extension PostgresRandomAccessRow {
               let byte = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self)
         else { throw CellShapeError(column: column, expected: "bool, not null") }
         return byte != 0
-    }
-}
-
-extension PostgresRandomAccessRow {
-    /// A `uuid` cell that is never NULL.
-    package func uuid(_ column: Int) throws -> UUID {
-        let cell = self[data: column]
-        guard cell.type == .uuid, let bytes = cell.value, bytes.readableBytes == 16 else {
-            throw CellShapeError(column: column, expected: "uuid, not null")
-        }
-        return bytes.withUnsafeReadableBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
-    }
-}
-
-extension PostgresRandomAccessRow {
-    /// Column `column` as a cell in binary format, for `decode`: the format PostgreSQL sends every
-    /// column in, which a row gathered by `GatheredRows` misstates as text.
-    package func binary(_ column: Int) -> PostgresCell {
-        var cell = self[column]
-        cell.format = .binary
-        return cell
     }
 }

@@ -51,12 +51,9 @@ package struct SQLStatement: Sendable {
 /// running the statement only: planning a nearby page cost more than running it.
 package protocol PreparedSQL: PostgresPreparedStatement where Row == PostgresRow {
     var values: [SQLValue] { get }
-    /// Whether `Database` gathers the rows on the connection's event loop (`GatheredSQL`).
-    static var gathersRows: Bool { get }
 }
 
 extension PreparedSQL {
-    package static var gathersRows: Bool { false }
     package func makeBindings() -> PostgresBindings { SQLStatement.bindings(values) }
     package func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
 }

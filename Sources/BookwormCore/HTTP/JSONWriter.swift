@@ -111,12 +111,10 @@ package struct JSONWriter: ~Copyable {
         text.withUTF8 { quoted(UnsafeRawBufferPointer($0)) }
     }
 
-    /// `utf8` as a JSON string after `prefix` (which must need no escaping). Most text needs no
-    /// escaping and is copied in one go.
-    mutating func quoted(_ utf8: UnsafeRawBufferPointer, prefix: StaticString = "") {
+    /// `utf8` as a JSON string. Most text needs no escaping and is copied in one go.
+    mutating func quoted(_ utf8: UnsafeRawBufferPointer) {
         separate()
         append(UInt8(ascii: "\""))
-        append(prefix)
         if utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
             for byte in utf8 { escape(byte) }
         } else {
@@ -217,7 +215,6 @@ package struct JSONWriter: ~Copyable {
 
 /// A response body type with a hand-written `JSONWriter` form; it must match its `Encodable` form.
 package protocol JSONWritable {
-    /// Throws only where it writes cells as PostgreSQL sent them (`JSONCells.swift`).
     func write(to json: inout JSONWriter) throws
 }
 
