@@ -55,10 +55,11 @@ enum BenchResults {
         do { try write(benchmark, rows) } catch { print("results for \(benchmark) not written: \(error)") }
     }
 
-    /// The checkout's commit, marked when the tree had changes.
+    /// The checkout's commit, marked when the code (not the documents) had changes.
     static var commit: String {
         guard let git = Shell.which("git"), let head = try? Shell.run(git, ["rev-parse", "--short=10", "HEAD"]) else { return "unknown" }
-        let dirty = (try? Shell.run(git, ["status", "--porcelain", "--untracked-files=no"]))?.isEmpty == false
+        let code = ["Sources", "Package.swift", "Makefile"]
+        let dirty = (try? Shell.run(git, ["status", "--porcelain", "--untracked-files=no", "--"] + code))?.isEmpty == false
         return head.trimmingCharacters(in: .whitespacesAndNewlines) + (dirty ? " (with changes)" : "")
     }
 
