@@ -76,10 +76,11 @@ deploy-check: deploy-deps
 	Deploy/check.sh "$(DEPLOY_VENV)" "$$($(SWIFT) build --show-bin-path)/bookworm"
 
 # A whole test run takes 1.5-3 minutes. A run still going after TEST_TIMEOUT seconds has hung:
-# it is stopped and reported as a failure, never run again. Shortly before the timeout the test
-# process writes which tests are still running, and in which phase, to $(TEST_HANG_REPORT);
-# make prints that list as the failure. `swift test` writes through stdio, line-buffered here
-# so that a hung run's last lines reach CI's log.
+# it is stopped and reported as a failure, never run again. The failure names every test that
+# had started and not finished (from the run's log, $(TEST_LOG)), and the phase each test with a
+# database was in (written by the test process shortly before the timeout to $(TEST_HANG_REPORT)).
+# `swift test` writes through stdio, line-buffered here so that a hung run's last lines reach
+# CI's log.
 #
 # `timeout` runs the test process in a process group of its own, and whatever is left in that
 # group afterwards is killed: servers, workers, the SMTP sink and browsers a test process started
@@ -88,6 +89,7 @@ deploy-check: deploy-deps
 # `test_<run>_…`; on a shared TEST_DATABASE_URL the run's template is dropped afterwards.
 TEST_TIMEOUT ?= 900
 TEST_RUN := $(shell head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+TEST_LOG := $(TEST_DATA_DIR)/test-run-$(TEST_RUN).log
 TEST_HANG_REPORT := $(TEST_DATA_DIR)/hang-report-$(TEST_RUN).txt
 
 test: deps conformance-deps browser-deps deploy-check
@@ -96,14 +98,17 @@ test: deps conformance-deps browser-deps deploy-check
 	@status=0; rm -f "$(TEST_HANG_REPORT)"; \
 	BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
 		BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_RUN="$(TEST_RUN)" \
-		BOOKWORM_TEST_REPORT_AFTER=$$(( $(TEST_TIMEOUT) * 9 / 10 )) BOOKWORM_TEST_HANG_REPORT="$(TEST_HANG_REPORT)" \
-		timeout $(TEST_TIMEOUT) stdbuf -oL -eL $(SWIFT) test --skip-build & run=$$!; \
+		BOOKWORM_TEST_REPORT_AT=$$(( $$(date +%s) + $(TEST_TIMEOUT) * 9 / 10 )) BOOKWORM_TEST_HANG_REPORT="$(TEST_HANG_REPORT)" \
+		timeout $(TEST_TIMEOUT) bash -c 'set -o pipefail; stdbuf -oL -eL "$$0" test --skip-build 2>&1 | tee "$$1"' \
+			"$(SWIFT)" "$(TEST_LOG)" & run=$$!; \
 	wait $$run || status=$$?; \
 	if [ $$status -eq 124 ]; then \
-		echo "make test: FAILED: the test run hung and was stopped after $(TEST_TIMEOUT) s; tests still running:"; \
-		cat "$(TEST_HANG_REPORT)" 2>/dev/null || echo "  (no report: the test process wrote none)"; \
+		echo "make test: FAILED: the test run hung and was stopped after $(TEST_TIMEOUT) s. Tests started and not finished:"; \
+		Tools/unfinished-tests "$(TEST_LOG)"; \
+		cat "$(TEST_HANG_REPORT)" 2>/dev/null || true; \
 		pkill -KILL -f "$(CURDIR)/.build/.*[P]ackageTests.xctest" || true; \
 	fi; \
+	rm -f "$(TEST_LOG)" "$(TEST_HANG_REPORT)"; \
 	$(MAKE) --no-print-directory stop-test-db TEST_DATA_DIR="$(TEST_DATA_DIR)"; \
 	pkill -KILL -g $$run 2>/dev/null || true; \
 	if [ -n "$$TEST_DATABASE_URL" ]; then \

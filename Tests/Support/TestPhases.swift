@@ -6,8 +6,8 @@ import Testing
 /// Where each running test stands in its database's life (created, in use, dropped), written
 /// to standard error when the test process gets SIGUSR1. A hung run may have every thread idle
 /// (an `await` that never resumed), and a thread dump cannot say which test it is. `make test`
-/// sets `BOOKWORM_TEST_REPORT_AFTER` to a little less than its timeout: the report is written
-/// then, to standard error and to `BOOKWORM_TEST_HANG_REPORT`, which `make test` prints as the
+/// sets `BOOKWORM_TEST_REPORT_AT` to a moment (seconds since 1970) a little before its timeout:
+/// the report is written then, to standard error and to `BOOKWORM_TEST_HANG_REPORT`, which `make test` prints as the
 /// failure when it stops the run, naming every test still running and its phase.
 package enum TestPhases {
     private struct Entry {
@@ -24,8 +24,9 @@ package enum TestPhases {
         let source = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
         source.setEventHandler { FileHandle.standardError.write(Data(report().utf8)) }
         source.resume()
-        if let after = ProcessInfo.processInfo.environment["BOOKWORM_TEST_REPORT_AFTER"].flatMap(Int.init) {
-            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(after)) {
+        if let at = ProcessInfo.processInfo.environment["BOOKWORM_TEST_REPORT_AT"].flatMap(Double.init) {
+            let after = max(0, at - Date().timeIntervalSince1970)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(after * 1000))) {
                 let report = report()
                 FileHandle.standardError.write(Data(report.utf8))
                 // For `make test` to print as the failure once it stops the run as hung.
