@@ -100,7 +100,7 @@ extension NearbyStore {
     static func owner(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyOwner {
         NearbyOwner(user: OwnerSummary(id: try cells[3].decode(UUID.self), username: try cells[4].decode(String.self),
                                        displayName: try cells[5].decode(String?.self)),
-                    distanceKm: try cells.float8(2), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
+                    distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
     }
 }
 

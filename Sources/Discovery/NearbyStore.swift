@@ -174,8 +174,8 @@ package struct NearbyStore: Sendable {
     }
 
     static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
-        NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells.float8(2),
-                   sortKey: chord, place: PublicPlace(latitude: try cells.float8(3), longitude: try cells.float8(4)))
+        NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells[2].decode(Double.self),
+                   sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
     }
 
     /// Runs `statement` for `firstRound` pins, then 8 times as many each round, until a
@@ -194,8 +194,8 @@ package struct NearbyStore: Sendable {
             var more = false
             for found in try await client.executeOnGenericPlan(statement(pinLimit), on: nil, logger: logger) {
                 let cells = PostgresRandomAccessRow(found)
-                more = try cells.bool(0) || more
-                guard let chord = try cells.float8OrNil(1) else { continue }
+                more = try cells[0].decode(Bool.self) || more
+                guard let chord = try cells[1].decode(Double?.self) else { continue }
                 result.append(try row(cells, chord))
             }
             if Self.isComplete(more: more, rows: result.count, limit: limit) { return result }

@@ -12,6 +12,27 @@ import Testing
 @Suite struct SessionCacheTests {
     private static let logger = Logger(label: "session-cache-test")
 
+    /// A kept session carries the user's columns (`AccountsStore.userColumns`): every one that
+    /// can change must be watched by the trigger that tells the processes to drop it, or a kept
+    /// session would go on showing the old value. Read from the schema, not from the migration.
+    @Test func everyUserColumnASessionCarriesIsWatchedByTheSessionTrigger() async throws {
+        try await withApp { app in
+            let rows = try await app.db.query("""
+                SELECT a.attname::text FROM pg_trigger t
+                JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = ANY (t.tgattr::int2[])
+                WHERE t.tgname = 'users_session_fields_notify'
+                """)
+            var watched: Set<String> = []
+            for try await name in rows.decode(String.self) { watched.insert(name) }
+            let carried = AccountsStore.userColumns.split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "u.", with: "")
+            }
+            let unchanging: Set<String> = ["id", "created_at"]
+            #expect(carried.count >= 10)
+            #expect(Set(carried).subtracting(unchanging).subtracting(watched).isEmpty, "not watched: \(Set(carried).subtracting(unchanging).subtracting(watched))")
+        }
+    }
+
     @Test func aSessionRevokedOrAUserChangedElsewhereIsDroppedAndReadAgain() async throws {
         try await withApp { app in
             let account = try await app.register()
