@@ -99,8 +99,8 @@ test: deps conformance-deps browser-deps deploy-check
 	BOOKWORM_SCHEMATHESIS="$(VENV)/bin/schemathesis" BOOKWORM_BROWSER_PYTHON="$(VENV)/bin/python" \
 		BOOKWORM_TEST_DATA_DIR="$(TEST_DATA_DIR)" BOOKWORM_TEST_RUN="$(TEST_RUN)" \
 		BOOKWORM_TEST_REPORT_AT=$$(( $$(date +%s) + $(TEST_TIMEOUT) * 9 / 10 )) BOOKWORM_TEST_HANG_REPORT="$(TEST_HANG_REPORT)" \
-		timeout $(TEST_TIMEOUT) bash -c 'set -o pipefail; stdbuf -oL -eL "$$0" test --skip-build 2>&1 | tee "$$1"' \
-			"$(SWIFT)" "$(TEST_LOG)" & run=$$!; \
+		SWIFT="$(SWIFT)" TEST_LOG="$(TEST_LOG)" timeout $(TEST_TIMEOUT) \
+			bash -c 'set -o pipefail; stdbuf -oL -eL $$SWIFT test --skip-build 2>&1 | tee "$$TEST_LOG"' & run=$$!; \
 	wait $$run || status=$$?; \
 	if [ $$status -eq 124 ]; then \
 		echo "make test: FAILED: the test run hung and was stopped after $(TEST_TIMEOUT) s. Tests started and not finished:"; \

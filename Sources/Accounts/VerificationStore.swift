@@ -52,26 +52,24 @@ package struct VerificationStore: Sendable {
 
     /// Takes the code's row lock: inside the caller's transaction.
     func checkCode(userID: UUID, code: String, on connection: PostgresConnection) async throws -> CodeCheck {
-        do {
-            let rows = try await connection.query("""
-                SELECT code_hash, attempts, expires_at > \(clock.now()) FROM email_verifications
-                WHERE user_id = \(userID) FOR UPDATE
-                """, logger: logger)
-            var found: (ByteBuffer, Int, Bool)?
-            for try await row in rows.decode((ByteBuffer, Int, Bool).self) { found = row }
-            guard let (hash, attempts, live) = found, live, attempts < Self.codeAttempts else { return .expired }
-            guard Digest.constantTimeEqual(Array(buffer: hash), Array(buffer: Self.codeHash(userID: userID, code: code))) else {
-                try await connection.query("UPDATE email_verifications SET attempts = attempts + 1 WHERE user_id = \(userID)",
-                                           logger: logger)
-                return .wrong(remaining: Self.codeAttempts - attempts - 1)
-            }
-            try await connection.query("DELETE FROM email_verifications WHERE user_id = \(userID)", logger: logger)
-            try await connection.query("""
-                UPDATE users SET email_verified_at = coalesce(email_verified_at, \(clock.now())), updated_at = \(clock.now())
-                WHERE id = \(userID)
-                """, logger: logger)
-            return .verified
+        let rows = try await connection.query("""
+            SELECT code_hash, attempts, expires_at > \(clock.now()) FROM email_verifications
+            WHERE user_id = \(userID) FOR UPDATE
+            """, logger: logger)
+        var found: (ByteBuffer, Int, Bool)?
+        for try await row in rows.decode((ByteBuffer, Int, Bool).self) { found = row }
+        guard let (hash, attempts, live) = found, live, attempts < Self.codeAttempts else { return .expired }
+        guard Digest.constantTimeEqual(Array(buffer: hash), Array(buffer: Self.codeHash(userID: userID, code: code))) else {
+            try await connection.query("UPDATE email_verifications SET attempts = attempts + 1 WHERE user_id = \(userID)",
+                                       logger: logger)
+            return .wrong(remaining: Self.codeAttempts - attempts - 1)
         }
+        try await connection.query("DELETE FROM email_verifications WHERE user_id = \(userID)", logger: logger)
+        try await connection.query("""
+            UPDATE users SET email_verified_at = coalesce(email_verified_at, \(clock.now())), updated_at = \(clock.now())
+            WHERE id = \(userID)
+            """, logger: logger)
+        return .verified
     }
 
     /// A fresh single-use token; earlier unused ones stay valid until they expire.

@@ -73,11 +73,23 @@ enum BenchResults {
             + String(format: "%.0f GiB", (memory ?? 0) / 1_048_576)
     }
 
-    static func files() throws -> [(benchmark: String, file: ResultFile)] {
+    /// The results of the newest run: every file written from the same commit as the newest
+    /// file. Files of other commits, and files it cannot read, are named in `leftOut`.
+    static func files() -> (files: [(benchmark: String, file: ResultFile)], leftOut: [String]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder))?.filter { $0.hasSuffix(".json") }.sorted() ?? []
-        return try names.map { name in
-            (String(name.dropLast(5)), try JSONDecoder().decode(ResultFile.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))))
+        var read: [(benchmark: String, file: ResultFile)] = [], leftOut: [String] = []
+        for name in names {
+            let url = URL(fileURLWithPath: folder + "/" + name)
+            if let file = try? JSONDecoder().decode(ResultFile.self, from: Data(contentsOf: url)) {
+                read.append((String(name.dropLast(5)), file))
+            } else {
+                leftOut.append("\(name) (not a results file of this version)")
+            }
         }
+        guard let newest = read.max(by: { $0.file.date < $1.file.date }) else { return ([], leftOut) }
+        let current = read.filter { $0.file.commit == newest.file.commit }
+        leftOut += read.filter { $0.file.commit != newest.file.commit }.map { "\($0.benchmark) (commit \($0.file.commit), \($0.file.date))" }
+        return (current, leftOut)
     }
 
     static func cells(_ benchmark: String, _ row: ResultRow) -> [String] {
@@ -87,11 +99,15 @@ enum BenchResults {
 
     static let header = ["benchmark", "measure", "value", "reference", "ratio", "goal", "met"]
 
-    static func summary() throws -> String {
-        let files = try files()
+    static func summary() -> String {
+        let (files, leftOut) = files()
         guard !files.isEmpty else { return "no results yet in \(folder): run `make bench`" }
         let table = [header] + files.flatMap { benchmark, file in file.rows.map { cells(benchmark, $0) } }
-        return provenance(files).joined(separator: "\n") + "\n\n" + Table(rows: table).render()
+        return (provenance(files) + leftOutLines(leftOut)).joined(separator: "\n") + "\n\n" + Table(rows: table).render()
+    }
+
+    static func leftOutLines(_ leftOut: [String]) -> [String] {
+        leftOut.isEmpty ? [] : ["Left out, from another run: " + leftOut.joined(separator: ", ") + "."]
     }
 
     /// Which run the results come from: one line when every file shares its commit and machine.
@@ -106,13 +122,13 @@ enum BenchResults {
 
     /// The summary as Markdown, written into `document` between its `bench-summary` markers.
     static func writeMarkdown(into document: String) throws {
-        let files = try files()
+        let (files, leftOut) = files()
         guard !files.isEmpty else { throw Shell.Failure(description: "no results yet in \(folder): run `make bench`") }
         func line(_ cells: [String]) -> String {
             "| " + cells.map { $0.replacingOccurrences(of: "|", with: "\\|") }.joined(separator: " | ") + " |"
         }
         let table = [line(header), line(header.map { _ in "---" })] + files.flatMap { benchmark, file in file.rows.map { line(cells(benchmark, $0)) } }
-        let generated = (provenance(files) + [""] + table).joined(separator: "\n")
+        let generated = (provenance(files) + leftOutLines(leftOut) + [""] + table).joined(separator: "\n")
         let text = try String(contentsOfFile: document, encoding: .utf8)
         guard let begin = text.range(of: beginMarker), let end = text.range(of: endMarker), begin.upperBound <= end.lowerBound else {
             throw Shell.Failure(description: "\(document) has no \(beginMarker) … \(endMarker) section")
@@ -134,7 +150,7 @@ struct SummaryCommand: ParsableCommand {
     var write: String?
 
     func run() throws {
-        print(try BenchResults.summary())
+        print(BenchResults.summary())
         if let write { try BenchResults.writeMarkdown(into: write) }
     }
 }

@@ -78,6 +78,7 @@ import Testing
         #expect(sizes.count == 16 && sizes.reduce(0, +) == 5 && sizes.max() == 1)
         #expect(GenericPlanPool.sizes(7, loops: 2) == [4, 3])
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 16)
+        defer { group.shutdownGracefully { _ in } }
         let loops = (0..<16).map { _ in group.next() }
         try await withApp { app in
             let logger = Logger(label: "pool-settings-test")
@@ -91,7 +92,6 @@ import Testing
                 #expect(try await chosen.execute(PlanModeProbe(), logger: logger).count == 1)
             }
         }
-        try await group.shutdownGracefully()
     }
 
     /// A statement from an event loop's executor runs on a connection of that loop's own part of

@@ -26,6 +26,21 @@ import Testing
         try expectSameBytes(Page<CopyView>(data: [], nextCursor: nil))
     }
 
+    /// A nearby page: each copy with its distance and its pin's public point in their sorted places.
+    @Test func nearbyPagesAreByteForByteWhatJSONEncoderWrites() throws {
+        var random = SeededRandom(seed: 11)
+        let distances = [0, 0.04, 0.05, 0.15, 9.95, 499.99, 1e-7, 123.456]
+        let latitudes = [-89.99, 0, 51.5072, 89.5], longitudes = [-179.99, 0, -0.1276, 180]
+        for round in 0..<40 {
+            let copies = (0..<random.next(upTo: 4)).map { index in
+                NearbyCopy(copy: Self.copy(&random), distanceKm: distances[(round + index) % distances.count], sortKey: 0,
+                           place: PublicPlace(latitude: latitudes[index % 4], longitude: longitudes[round % 4]))
+            }
+            try expectSameBytes(Page(data: copies, nextCursor: round % 2 == 0 ? nil : "next"))
+            if let first = copies.first { try expectSameBytes(first) }
+        }
+    }
+
     @Test func feedPagesAreByteForByteWhatJSONEncoderWrites() throws {
         var random = SeededRandom(seed: 11)
         for round in 0..<200 {
