@@ -11,14 +11,14 @@ struct JSONBenchmark {
     func run() throws {
         let page = Page(data: (0..<50).map(Self.copy), nextCursor: "MTcwMDAwMDAwMDAwMDAwMDo5ZjYx")
         var writer = JSONWriter(capacity: 32_768)
-        try page.write(to: &writer)
+        page.write(to: &writer)
         let encoded = [UInt8](try JSONEncoder.api.encode(page))
         guard writer.bytes == encoded else { throw Shell.Failure(description: "JSONWriter and JSONEncoder disagree on the page") }
 
         let encoder = try BenchTiming.secondsPerRound(rounds: rounds) { _ = try JSONEncoder.api.encode(page) }
         let written = try BenchTiming.secondsPerRound(rounds: rounds) {
             var writer = JSONWriter(capacity: 32_768)
-            try page.write(to: &writer)
+            page.write(to: &writer)
             guard !writer.bytes.isEmpty else { throw Shell.Failure(description: "empty page") }
         }
         print("JSON page of 50 copies (\(encoded.count) bytes), \(rounds) rounds, median of 5 runs")

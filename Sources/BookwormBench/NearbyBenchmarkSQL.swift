@@ -20,7 +20,7 @@ enum NearbyBenchmarkSQL {
                             caller: UUID) async throws -> [(UUID, Double)] {
         let store = NearbyStore(client: database, logger: Logger(label: "bench"))
         return try await store.copies(query(latitude, longitude, radiusKm, caller), after: nil, limit: limit)
-            .map { (try $0.copy.id, $0.distanceKm) }
+            .map { ($0.copy.id, $0.distanceKm) }
     }
 
     private static func query(_ latitude: Double, _ longitude: Double, _ radiusKm: Double, _ caller: UUID) -> NearbyQuery {

@@ -69,8 +69,7 @@ struct SearchWords {
         for _ in 0..<runs {
             let start = ContinuousClock.now
             try await body()
-            let elapsed = (ContinuousClock.now - start).components
-            times.append(Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15)
+            times.append((ContinuousClock.now - start).milliseconds)
         }
         return PairedThroughput.median(times)
     }

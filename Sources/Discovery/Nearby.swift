@@ -119,7 +119,7 @@ enum RadiusBoxes {
 }
 
 extension NearbyCopy: JSONWritable {
-    package func write(to json: inout JSONWriter) throws {
+    package func write(to json: inout JSONWriter) {
         copy.write(to: &json, nearby: (Nearby.rounded(distanceKm), place))
     }
 }

@@ -24,7 +24,7 @@ package struct NearbyRoutes: Sendable {
         var rows = try await nearby.copies(query, after: after, limit: limit + 1)
         // Trimmed in place: a copy of the page (`Array(rows.prefix(limit))`) retains and
         // releases every row's cells once more.
-        let next = try Self.trim(&rows, to: limit).map { DistanceCursor(distance: $0.sortKey, id: try $0.copy.id).encoded }
+        let next = Self.trim(&rows, to: limit).map { DistanceCursor(distance: $0.sortKey, id: $0.copy.id).encoded }
         return try .json(Page(data: rows, nextCursor: next), for: request)
     }
 

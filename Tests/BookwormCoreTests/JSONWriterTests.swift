@@ -91,7 +91,7 @@ import Testing
 
     func expectSameBytes<T: Encodable & JSONWritable>(_ value: T) throws {
         var writer = JSONWriter()
-        try value.write(to: &writer)
+        value.write(to: &writer)
         let expected = String(decoding: try JSONEncoder.api.encode(value), as: UTF8.self)
         #expect(String(decoding: writer.bytes, as: UTF8.self) == expected)
     }

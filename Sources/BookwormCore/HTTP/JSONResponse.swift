@@ -12,7 +12,7 @@ extension Response {
     /// The same bytes for the pages clients fetch most, written by `JSONWriter`.
     package static func json<T: Encodable & JSONWritable>(_ value: T, status: HTTPResponse.Status = .ok, for request: Request) throws -> Response {
         var writer = JSONWriter(capacity: 32_768)
-        try value.write(to: &writer)
+        value.write(to: &writer)
         return writer.withBytes { json(bytes: $0, status: status, for: request) }
     }
 

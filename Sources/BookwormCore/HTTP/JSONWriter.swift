@@ -215,14 +215,14 @@ package struct JSONWriter: ~Copyable {
 
 /// A response body type with a hand-written `JSONWriter` form; it must match its `Encodable` form.
 package protocol JSONWritable {
-    func write(to json: inout JSONWriter) throws
+    func write(to json: inout JSONWriter)
 }
 
 extension Page: JSONWritable where Item: JSONWritable {
-    package func write(to json: inout JSONWriter) throws {
-        try json.object { json in
+    package func write(to json: inout JSONWriter) {
+        json.object { json in
             json.key("data")
-            try json.array(data) { json, item in try item.write(to: &json) }
+            json.array(data) { json, item in item.write(to: &json) }
             json.key("next_cursor")
             json.string(nextCursor)
         }
