@@ -5,29 +5,25 @@ import ZIPFoundation
 /// This service's own export zip: `pins.json`, `copies.json`, `readings.json` and `wishes.json`
 /// (the shapes their GETs return). An error's line is the entry's place in its file.
 enum BookwormImport {
-    static func plan(_ data: Data, maxRows: Int) throws -> ImportPlan {
+    static func plan(_ data: Data, maxRows: Int, budget: ImportBudget) throws -> ImportPlan {
         let archive: Archive
         do { archive = try Archive(data: data, accessMode: .read) } catch { throw AppError.broken("file", "is not a zip archive") }
+        guard archive["copies.json"] != nil || archive["readings.json"] != nil else {
+            throw AppError.broken("file", "is not a Bookworm export: no copies.json or readings.json")
+        }
+        var inflated = 0, rows = 0
         func entries(_ name: String) throws -> [[String: Any]] {
             guard let entry = archive[name] else { return [] }
-            guard entry.uncompressedSize <= 64 << 20 else { throw AppError.broken("file", "\(name) is too large") }
-            var bytes = Data()
-            do { _ = try archive.extract(entry, skipCRC32: false) { bytes.append($0) } } catch {
-                throw AppError.broken("file", "\(name) cannot be read from the archive")
-            }
+            let bytes = try archive.boundedContents(of: entry, budget: budget.maxInflatedBytes - inflated)
+            inflated += bytes.count
+            rows += try JSONShape.check(bytes, file: name, budget: budget, maxElements: maxRows - rows, limit: maxRows)
             guard let array = (try? JSONSerialization.jsonObject(with: bytes)) as? [[String: Any]] else {
                 throw AppError.broken("file", "\(name) is not a JSON array of objects")
             }
             return array
         }
-        guard archive["copies.json"] != nil || archive["readings.json"] != nil else {
-            throw AppError.broken("file", "is not a Bookworm export: no copies.json or readings.json")
-        }
         let pins = try entries("pins.json"), copies = try entries("copies.json")
         let readings = try entries("readings.json"), wishes = try entries("wishes.json")
-        guard pins.count + copies.count + readings.count + wishes.count <= maxRows else {
-            throw AppError.invalid("file", "has more than \(maxRows) objects")
-        }
         var plan = ImportPlan()
         for (index, pin) in pins.enumerated() {
             guard let id = pin["id"] as? String, let label = pin["label"] as? String, let kind = pin["kind"] as? String,

@@ -14,8 +14,10 @@ struct CSVReader {
         let message: String
     }
 
-    static func records(_ text: String) throws(Malformed) -> [Record] {
-        var records: [Record] = []
+    /// Hands `visit` each record as soon as it is read, so a file's rows are never all in memory
+    /// at once, and refuses a field longer than `maxField` characters, or a record of more than
+    /// `maxFields` fields, as it grows.
+    static func read(_ text: String, maxField: Int, maxFields: Int = 256, _ visit: (Record) throws -> Void) throws {
         var fields: [String] = []
         var field = ""
         var quoted = false
@@ -25,6 +27,12 @@ struct CSVReader {
         var scalars = text.unicodeScalars.makeIterator()
         var pending: Unicode.Scalar? = nil
         var first = true
+        var fieldLength = 0
+        func append(_ scalar: Unicode.Scalar) throws(Malformed) {
+            fieldLength += 1
+            guard fieldLength <= maxField else { throw Malformed(line: recordLine, message: "a field is longer than \(maxField) characters") }
+            field.unicodeScalars.append(scalar)
+        }
         func next() -> Unicode.Scalar? {
             if let scalar = pending { pending = nil; return scalar }
             return scalars.next()
@@ -34,12 +42,12 @@ struct CSVReader {
             if quoted {
                 if scalar == "\"" {
                     let following = next()
-                    if following == "\"" { field.unicodeScalars.append("\""); continue }
+                    if following == "\"" { try append("\""); continue }
                     quoted = false
                     pending = following
                 } else {
                     if scalar == "\n" { line += 1 }
-                    field.unicodeScalars.append(scalar)
+                    try append(scalar)
                 }
                 continue
             }
@@ -48,29 +56,29 @@ struct CSVReader {
                 quoted = true
                 atFieldStart = false
             case ",":
+                guard fields.count < maxFields else { throw Malformed(line: recordLine, message: "has more than \(maxFields) fields") }
                 fields.append(field)
-                field = ""
+                field = ""; fieldLength = 0
                 atFieldStart = true
             case "\r":
                 continue
             case "\n":
                 fields.append(field)
-                if !(fields.count == 1 && fields[0].isEmpty) { records.append(Record(line: recordLine, fields: fields)) }
+                if !(fields.count == 1 && fields[0].isEmpty) { try visit(Record(line: recordLine, fields: fields)) }
                 fields = []
-                field = ""
+                field = ""; fieldLength = 0
                 atFieldStart = true
                 line += 1
                 recordLine = line
             default:
-                field.unicodeScalars.append(scalar)
+                try append(scalar)
                 atFieldStart = false
             }
         }
         if quoted { throw Malformed(line: recordLine, message: "a quoted field is never closed") }
         if !field.isEmpty || !fields.isEmpty {
             fields.append(field)
-            records.append(Record(line: recordLine, fields: fields))
+            try visit(Record(line: recordLine, fields: fields))
         }
-        return records
     }
 }

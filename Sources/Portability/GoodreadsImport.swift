@@ -6,30 +6,38 @@ import Foundation
 enum GoodreadsImport {
     static let required = ["Book Id", "Title", "Author", "Additional Authors", "ISBN", "ISBN13", "Exclusive Shelf", "Owned Copies"]
 
-    static func plan(_ data: Data, maxRows: Int) throws -> ImportPlan {
+    static func plan(_ data: Data, maxRows: Int, budget: ImportBudget) throws -> ImportPlan {
         guard let text = String(data: data, encoding: .utf8) else { throw AppError.invalid("file", "is not UTF-8 text") }
-        let records: [CSVReader.Record]
-        do { records = try CSVReader.records(text) } catch { throw AppError.broken("file", "line \(error.line): \(error.message)") }
-        guard let header = records.first else { throw AppError.broken("file", "is empty") }
+        var header: (fields: Int, columns: [String: Int])?
+        var plan = ImportPlan()
+        do {
+            try CSVReader.read(text, maxField: budget.maxFieldCharacters) { record in
+                guard let header else { return header = try columns(record) }
+                guard plan.total < maxRows else { throw AppError.invalid("file", "has more than \(maxRows) rows") }
+                guard record.fields.count == header.fields else {
+                    return plan.errors.append(ImportLineError(line: record.line, message: "has \(record.fields.count) fields; the header has \(header.fields)"))
+                }
+                let field = { (name: String) -> String in header.columns[name].map { record.fields[$0] }?.trimmingCharacters(in: .whitespaces) ?? "" }
+                switch book(record, field: field) {
+                case .success(let book): plan.records.append(book)
+                case .failure(let error): plan.errors.append(error)
+                }
+            }
+        } catch let error as CSVReader.Malformed {
+            throw AppError.broken("file", "line \(error.line): \(error.message)")
+        }
+        guard header != nil else { throw AppError.broken("file", "is empty") }
+        return plan
+    }
+
+    /// The header's column positions by name; throws unless it is a Goodreads export's.
+    static func columns(_ header: CSVReader.Record) throws -> (fields: Int, columns: [String: Int]) {
         let columns = Dictionary(header.fields.enumerated().map { ($1.trimmingCharacters(in: .whitespaces), $0) }, uniquingKeysWith: { first, _ in first })
         let missing = required.filter { columns[$0] == nil }
         guard missing.isEmpty else {
             throw AppError.broken("file", "is not a Goodreads export: no \(missing.joined(separator: ", ")) column")
         }
-        guard records.count - 1 <= maxRows else { throw AppError.invalid("file", "has more than \(maxRows) rows") }
-        var plan = ImportPlan()
-        for record in records.dropFirst() {
-            guard record.fields.count == header.fields.count else {
-                plan.errors.append(ImportLineError(line: record.line, message: "has \(record.fields.count) fields; the header has \(header.fields.count)"))
-                continue
-            }
-            let field = { (name: String) -> String in columns[name].map { record.fields[$0] }?.trimmingCharacters(in: .whitespaces) ?? "" }
-            switch book(record, field: field) {
-            case .success(let book): plan.records.append(book)
-            case .failure(let error): plan.errors.append(error)
-            }
-        }
-        return plan
+        return (header.fields.count, columns)
     }
 
     private static func book(_ record: CSVReader.Record, field: (String) -> String) -> Result<ImportRecord, ImportLineError> {

@@ -1,6 +1,7 @@
 import BookwormCore
 import Foundation
 import Logging
+import NIOPosix
 import Places
 import PostgresNIO
 
@@ -26,19 +27,21 @@ package struct ImportService: Sendable {
         self.logger = logger
     }
 
-    static func plan(_ data: Data, format: ImportFormat, maxRows: Int) throws -> ImportPlan {
+    static func plan(_ data: Data, format: ImportFormat, maxRows: Int, budget: ImportBudget = ImportBudget()) throws -> ImportPlan {
         switch format {
-        case .goodreads: try GoodreadsImport.plan(data, maxRows: maxRows)
-        case .librarything: try LibraryThingImport.plan(data, maxRows: maxRows)
-        case .bookworm: try BookwormImport.plan(data, maxRows: maxRows)
+        case .goodreads: try GoodreadsImport.plan(data, maxRows: maxRows, budget: budget)
+        case .librarything: try LibraryThingImport.plan(data, maxRows: maxRows, budget: budget)
+        case .bookworm: try BookwormImport.plan(data, maxRows: maxRows, budget: budget)
         }
     }
 
+    /// The upload is stored as it came, after a look at its first bytes only; the import job
+    /// reads it, off the event loops.
     func start(user: UUID, format: ImportFormat, data: Data) async throws -> ImportView {
-        let plan = try Self.plan(data, format: format, maxRows: policy.maxRows)
+        try ImportSniff.check(data, format: format)
         let now = clock.now()
         let id = try await client.transaction(logger: logger) { connection in
-            try await store.create(user: user, format: format, payload: data, total: plan.total, now: now, on: connection)
+            try await store.create(user: user, format: format, payload: data, now: now, on: connection)
         }
         guard let id else {
             throw AppError.conflict(code: "import_in_progress", detail: "An import of yours is still running: wait for it to finish", field: nil)
@@ -56,10 +59,14 @@ package struct ImportService: Sendable {
     func runChunks(_ id: UUID) async throws -> Bool {
         guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
         let plan: ImportPlan
-        do { plan = try Self.plan(snapshot.payload, format: snapshot.format, maxRows: policy.maxRows) } catch {
-            try await store.fail(id, message: "the file can no longer be read", now: clock.now())
+        do {
+            let (payload, format, maxRows) = (snapshot.payload, snapshot.format, policy.maxRows)
+            plan = try await NIOThreadPool.singleton.runIfActive { try Self.plan(payload, format: format, maxRows: maxRows) }
+        } catch let error as AppError {
+            try await store.fail(id, message: Self.fileMessage(error), now: clock.now())
             return true
         }
+        if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
         for _ in 0..<max(1, policy.chunksPerRun) {
             if try await runChunk(id, plan: plan, pins: pins) { return true }
@@ -67,9 +74,15 @@ package struct ImportService: Sendable {
         return false
     }
 
+    /// What a refused file's error says about it, without the field name.
+    static func fileMessage(_ error: AppError) -> String {
+        let detail = error.problemDetail
+        return detail.hasPrefix("file: ") ? String(detail.dropFirst(6)) : detail
+    }
+
     private func runChunk(_ id: UUID, plan: ImportPlan, pins: ([String: UUID], [ImportLineError])) async throws -> Bool {
         try await client.transaction(logger: logger) { connection in
-            guard let pending = try await store.lockPending(id, on: connection) else { return true }
+            guard let pending = try await store.lockProgress(id, on: connection) else { return true }
             let context = ImportBatch.Context(user: pending.user, defaultPin: try await batch.defaultPin(of: pending.user, on: connection),
                                                pins: pins.0, now: clock.now())
             var outcome = ImportOutcome()

@@ -10,14 +10,14 @@ struct ImportStore: Sendable {
 
     /// The import row and its job, in the caller's transaction; nil when one of the user's
     /// imports is still queued or running (the user row's lock makes that check race-free).
-    func create(user: UUID, format: ImportFormat, payload: Data, total: Int, now: Date, on connection: PostgresConnection) async throws -> UUID? {
+    func create(user: UUID, format: ImportFormat, payload: Data, now: Date, on connection: PostgresConnection) async throws -> UUID? {
         try await connection.query("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE", logger: logger)
         let active = try await connection.query("SELECT 1 FROM imports WHERE user_id = \(user) AND status IN ('queued', 'running')",
                                                 logger: logger)
         for try await _ in active { return nil }
         let rows = try await connection.query("""
             INSERT INTO imports (user_id, format, payload, total, created_at)
-            VALUES (\(user), \(format.rawValue), \(ByteBuffer(bytes: payload)), \(total), \(now))
+            VALUES (\(user), \(format.rawValue), \(ByteBuffer(bytes: payload)), 0, \(now))
             RETURNING id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) {
@@ -46,19 +46,38 @@ struct ImportStore: Sendable {
         let user: UUID
         let format: ImportFormat
         let payload: Data
+        let total: Int
+    }
+
+    struct Progress: Sendable {
+        let user: UUID
         let done: Int
     }
 
-    /// The import to continue, locked; nil when it is finished (or gone with its user).
+    /// The import to continue, with its file; nil when it is finished (or gone with its user).
     func lockPending(_ id: UUID, on connection: PostgresConnection) async throws -> Pending? {
         let rows = try await connection.query("""
-            SELECT user_id, format, payload, done FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
+            SELECT user_id, format, payload, total FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
             """, logger: logger)
-        for try await (user, format, payload, done) in rows.decode((UUID, String, ByteBuffer?, Int).self) {
+        for try await (user, format, payload, total) in rows.decode((UUID, String, ByteBuffer?, Int).self) {
             guard let format = ImportFormat(rawValue: format), let payload else { return nil }
-            return Pending(user: user, format: format, payload: Data(payload.readableBytesView), done: done)
+            return Pending(user: user, format: format, payload: Data(payload.readableBytesView), total: total)
         }
         return nil
+    }
+
+    /// The import's progress, locked for a chunk; its file is not read again.
+    func lockProgress(_ id: UUID, on connection: PostgresConnection) async throws -> Progress? {
+        let rows = try await connection.query("""
+            SELECT user_id, done FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
+            """, logger: logger)
+        for try await (user, done) in rows.decode((UUID, Int).self) { return Progress(user: user, done: done) }
+        return nil
+    }
+
+    /// How many records and error lines the file holds, known once the job has read it.
+    func setTotal(_ id: UUID, _ total: Int) async throws {
+        try await client.query("UPDATE imports SET total = \(total) WHERE id = \(id)", logger: logger)
     }
 
     func progress(_ id: UUID, done: Int, outcome: ImportOutcome, skipped: Int, finished: Bool, now: Date,
@@ -88,7 +107,7 @@ struct ImportStore: Sendable {
     }
 
     func fail(_ id: UUID, message: String, now: Date) async throws {
-        let errors = String(decoding: try JSONEncoder().encode([ImportLineError(line: 1, message: message)]), as: UTF8.self)
+        let errors = String(decoding: try JSONEncoder().encode([ImportLineError(line: 0, message: message)]), as: UTF8.self)
         try await client.query("""
             UPDATE imports SET status = 'failed', payload = NULL, finished_at = \(now), errors = errors || \(errors)::jsonb
             WHERE id = \(id)

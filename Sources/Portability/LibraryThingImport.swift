@@ -6,8 +6,9 @@ import Foundation
 /// string) or `originalisbn`, and `collections` ("Your library", "Currently reading", "To read",
 /// "Read but unowned", "Wishlist").
 enum LibraryThingImport {
-    static func plan(_ data: Data, maxRows: Int) throws -> ImportPlan {
+    static func plan(_ data: Data, maxRows: Int, budget: ImportBudget) throws -> ImportPlan {
         guard let text = String(data: data, encoding: .utf8) else { throw AppError.invalid("file", "is not UTF-8 text") }
+        try JSONShape.check(data, file: "the file", budget: budget, maxElements: maxRows, limit: maxRows)
         let parsed: Any
         do { parsed = try JSONSerialization.jsonObject(with: data) } catch {
             throw AppError.invalid("file", "is not JSON: \(error.localizedDescription)")
