@@ -15,58 +15,123 @@ struct ImportBudget: Sendable {
     var maxFieldCharacters = 64 << 10
 }
 
-/// A JSON text's shape, checked byte by byte before `JSONSerialization` builds anything: its
-/// nesting and the number of elements of its top-level array or object.
-enum JSONShape {
+/// A JSON file's top-level elements, found byte by byte and handed over one at a time, so that
+/// `JSONSerialization` only ever builds one element: the file's nesting and its element count
+/// are refused as they are read, before any of it becomes objects.
+enum JSONElements {
     enum Refused: Error {
         case tooDeep(Int)
         case tooMany
+        case notJSON(line: Int)
     }
 
-    /// The top level's element count; throws past `maxDepth` or `maxElements`.
+    /// One member of the top-level object (`key` its quoted name) or element of the top-level
+    /// array; `line` is where it starts.
+    struct Element {
+        let key: Data?
+        let value: Data
+        let line: Int
+    }
+
+    /// Whether the top level was an object; throws past `maxDepth` or `maxElements`.
     @discardableResult
-    static func check(_ data: Data, maxDepth: Int, maxElements: Int) throws(Refused) -> Int {
-        var depth = 0, elements = 0, inString = false, escaped = false, topHasValue = false
-        for byte in data {
+    static func read(_ data: Data, maxDepth: Int, maxElements: Int, _ visit: (Element) throws -> Void) throws -> Bool {
+        var scan = Scan(data: data, maxDepth: maxDepth, maxElements: maxElements)
+        try data.withUnsafeBytes { bytes in
+            for offset in 0..<bytes.count { try scan.step(bytes[offset], at: offset, visit) }
+        }
+        guard scan.depth == 0, scan.top != 0, !scan.inString else { throw Refused.notJSON(line: scan.line) }
+        return scan.top == UInt8(ascii: "{")
+    }
+
+    private struct Scan {
+        let data: Data
+        let maxDepth: Int, maxElements: Int
+        var depth = 0, line = 1, count = 0
+        var top: UInt8 = 0, closed = false
+        var inString = false, escaped = false
+        var start: Int?, startLine = 0, colon: Int?, valueStart: Int?
+
+        init(data: Data, maxDepth: Int, maxElements: Int) {
+            (self.data, self.maxDepth, self.maxElements) = (data, maxDepth, maxElements)
+        }
+
+        mutating func step(_ byte: UInt8, at offset: Int, _ visit: (Element) throws -> Void) throws {
+            if byte == UInt8(ascii: "\n") { line += 1 }
             if inString {
                 if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                if depth == 1 { topHasValue = true }
-                continue
+                return
             }
             switch byte {
-            case UInt8(ascii: "\""):
-                inString = true
-                if depth == 1 { topHasValue = true }
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                if depth == 1 { topHasValue = true }
+            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"):
+                return
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                if depth == 0 {
+                    guard top == 0 else { throw Refused.notJSON(line: line) }
+                    top = byte
+                } else if depth == 1 {
+                    begin(at: offset)
+                }
                 depth += 1
                 guard depth <= maxDepth else { throw Refused.tooDeep(maxDepth) }
-            case UInt8(ascii: "]"), UInt8(ascii: "}"):
-                if depth == 1, topHasValue { elements += 1 }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 1 { try end(at: offset, visit) }
                 depth -= 1
+                guard depth >= 0 else { throw Refused.notJSON(line: line) }
             case UInt8(ascii: ",") where depth == 1:
-                elements += 1
-                topHasValue = false
-                guard elements <= maxElements else { throw Refused.tooMany }
-            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"):
-                break
+                try end(at: offset, visit)
+            case UInt8(ascii: ":") where depth == 1:
+                colon = offset
             default:
-                if depth == 1 { topHasValue = true }
+                guard depth > 0 else { throw Refused.notJSON(line: line) }
+                if depth == 1 { begin(at: offset) }
+                if byte == UInt8(ascii: "\"") { inString = true }
             }
         }
-        guard elements <= maxElements else { throw Refused.tooMany }
-        return elements
+
+        /// An element's first byte (an object member's key), or its value's after the colon.
+        private mutating func begin(at offset: Int) {
+            if start == nil {
+                (start, startLine) = (offset, line)
+            } else if top == UInt8(ascii: "{"), colon != nil, valueStart == nil {
+                valueStart = offset
+            }
+            if top == UInt8(ascii: "["), valueStart == nil { valueStart = offset }
+        }
+
+        private mutating func end(at offset: Int, _ visit: (Element) throws -> Void) throws {
+            defer { (start, colon, valueStart) = (nil, nil, nil) }
+            guard let start else { return }
+            count += 1
+            guard count <= maxElements else { throw Refused.tooMany }
+            guard let valueStart else { throw Refused.notJSON(line: startLine) }
+            let base = data.startIndex
+            let key = top == UInt8(ascii: "{") ? colon.map { data[(base + start)..<(base + $0)] } : nil
+            try visit(Element(key: key, value: data[(base + valueStart)..<(base + offset)], line: startLine))
+        }
     }
 
-    /// `check`, its refusal as the import's error about `file`.
+    /// `read`, its refusals as the import's errors about `file`, `limit` the rows it may hold.
     @discardableResult
-    static func check(_ data: Data, file: String, budget: ImportBudget, maxElements: Int, limit: Int) throws -> Int {
-        do { return try check(data, maxDepth: budget.maxDepth, maxElements: maxElements) } catch {
+    static func read(_ data: Data, file: String, budget: ImportBudget, maxElements: Int, limit: Int,
+                     _ visit: (Element) throws -> Void) throws -> Bool {
+        do { return try read(data, maxDepth: budget.maxDepth, maxElements: maxElements, visit) } catch let error as Refused {
             switch error {
             case .tooDeep(let depth): throw AppError.invalid("file", "\(file) nests deeper than \(depth) levels")
             case .tooMany: throw AppError.invalid("file", "has more than \(limit) rows")
+            case .notJSON(let line): throw AppError.invalid("file", "\(file) is not JSON (line \(line))")
             }
         }
+    }
+
+    /// An element's value as a JSON object, or nil.
+    static func object(_ element: Element) -> [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: element.value)) as? [String: Any]
+    }
+
+    /// An object member's name.
+    static func key(_ element: Element) -> String? {
+        element.key.flatMap { (try? JSONSerialization.jsonObject(with: $0, options: .fragmentsAllowed)) as? String }
     }
 }
 

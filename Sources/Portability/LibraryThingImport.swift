@@ -7,34 +7,21 @@ import Foundation
 /// "Read but unowned", "Wishlist").
 enum LibraryThingImport {
     static func plan(_ data: Data, maxRows: Int, budget: ImportBudget) throws -> ImportPlan {
-        guard let text = String(data: data, encoding: .utf8) else { throw AppError.invalid("file", "is not UTF-8 text") }
-        try JSONShape.check(data, file: "the file", budget: budget, maxElements: maxRows, limit: maxRows)
-        let parsed: Any
-        do { parsed = try JSONSerialization.jsonObject(with: data) } catch {
-            throw AppError.invalid("file", "is not JSON: \(error.localizedDescription)")
-        }
-        var entries: [(key: String, book: [String: Any])] = []
-        if let object = parsed as? [String: Any] {
-            entries = object.compactMap { key, value in (value as? [String: Any]).map { (key, $0) } }
-        } else if let array = parsed as? [[String: Any]] {
-            entries = array.enumerated().map { ("\($0.element["books_id"] ?? $0.offset)", $0.element) }
-        } else {
-            throw AppError.broken("file", "is not a LibraryThing export (an object of books)")
-        }
-        guard !entries.isEmpty, entries.contains(where: { $0.book["title"] != nil }) else {
-            throw AppError.broken("file", "is not a LibraryThing export: no book has a title")
-        }
-        guard entries.count <= maxRows else { throw AppError.invalid("file", "has more than \(maxRows) books") }
-        let lines = LineIndex(text)
         var plan = ImportPlan()
-        for entry in entries {
-            let id = (entry.book["books_id"] as? String) ?? (entry.book["books_id"] as? Int).map(String.init) ?? entry.key
-            let line = lines.line(key: entry.key, id: id) ?? 1
-            switch book(entry.book, id: id, line: line) {
+        var titled = false, index = 0
+        let isObject = try JSONElements.read(data, file: "the file", budget: budget, maxElements: maxRows, limit: maxRows) { element in
+            defer { index += 1 }
+            guard let entry = JSONElements.object(element) else { return }
+            titled = titled || entry["title"] != nil
+            let key = JSONElements.key(element) ?? "\(entry["books_id"] ?? index)"
+            let id = (entry["books_id"] as? String) ?? (entry["books_id"] as? Int).map(String.init) ?? key
+            switch book(entry, id: id, line: line(of: element)) {
             case .success(let book): plan.records.append(book)
             case .failure(let error): plan.errors.append(error)
             }
         }
+        guard isObject || index > 0 else { throw AppError.broken("file", "is not a LibraryThing export (an object of books)") }
+        guard titled else { throw AppError.broken("file", "is not a LibraryThing export: no book has a title") }
         plan.records.sort { $0.line < $1.line }
         plan.errors.sort { $0.line < $1.line }
         return plan
@@ -81,28 +68,11 @@ enum LibraryThingImport {
     }
 }
 
-/// The file line each book starts on, found in one pass: a line `"<key>": {` opens a book of
-/// the object form, a line `"books_id": "<id>"` names one of the array form.
-struct LineIndex {
-    private var lines: [String: Int] = [:]
-
-    init(_ text: String) {
-        var number = 1
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.drop { $0 == " " || $0 == "\t" }
-            if trimmed.hasPrefix("\""), let close = trimmed.dropFirst().firstIndex(of: "\"") {
-                let key = String(trimmed[trimmed.index(after: trimmed.startIndex)..<close])
-                let rest = trimmed[trimmed.index(after: close)...].drop { $0 == " " || $0 == ":" }
-                if rest.hasPrefix("{") {
-                    lines["key:" + key] = lines["key:" + key] ?? number
-                } else if key == "books_id" {
-                    let value = rest.trimmingCharacters(in: CharacterSet(charactersIn: "\" ,\r"))
-                    lines["id:" + value] = lines["id:" + value] ?? number
-                }
-            }
-            number += 1
-        }
+extension LibraryThingImport {
+    /// The line a book is named on: its key's in an object of books, its `books_id`'s (else its
+    /// own) in an array.
+    static func line(of element: JSONElements.Element) -> Int {
+        guard element.key == nil, let books = element.value.range(of: Data(#""books_id""#.utf8)) else { return element.line }
+        return element.line + element.value[element.value.startIndex..<books.lowerBound].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
     }
-
-    func line(key: String, id: String) -> Int? { lines["key:" + key] ?? lines["id:" + id] }
 }
