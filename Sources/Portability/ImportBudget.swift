@@ -1,5 +1,6 @@
 import BookwormCore
 import Foundation
+import NIOCore
 import ZIPFoundation
 
 /// What reading an upload may cost, whatever the file says about itself: a file is refused
@@ -157,9 +158,37 @@ extension Archive {
     }
 }
 
+/// An upload as it arrives: its size held to `limit`, its bytes handed on in parts of about
+/// `partBytes`, so a process never holds more than a part of each upload.
+struct ImportUpload {
+    let limit: Int
+    var partBytes = 1 << 20
+    private(set) var received = 0
+    private(set) var pending = ByteBuffer()
+
+    init(limit: Int) { self.limit = limit }
+
+    mutating func add(_ chunk: ByteBuffer) throws {
+        received += chunk.readableBytes
+        guard received <= limit else { throw AppError.payloadTooLarge(limit: limit) }
+        var chunk = chunk
+        pending.writeBuffer(&chunk)
+    }
+
+    /// The bytes gathered so far once they make a part (or, `final`, whatever is left).
+    mutating func takePart(final: Bool = false) -> ByteBuffer? {
+        guard pending.readableBytes >= partBytes || (final && pending.readableBytes > 0) else { return nil }
+        defer { pending = ByteBuffer() }
+        return pending
+    }
+}
+
 /// What can be told of an upload from its first bytes, so that a file of the wrong kind is
 /// refused at once (422) while reading the rest waits for the import job.
 enum ImportSniff {
+    /// How much of an upload is read before it is taken: enough for any export's header line.
+    static let headBytes = 64 << 10
+
     static func check(_ data: Data, format: ImportFormat) throws {
         switch format {
         case .bookworm:
@@ -177,7 +206,7 @@ enum ImportSniff {
 
     /// The CSV's header line read and checked; a header longer than any export's is refused.
     private static func header(_ data: Data) throws {
-        let limit = 64 << 10
+        let limit = headBytes
         let head = data.prefix(limit)
         guard let end = head.firstIndex(of: UInt8(ascii: "\n")) ?? (data.count <= limit ? data.endIndex : nil) else {
             throw AppError.broken("file", "is not a Goodreads export: its first line is longer than \(limit) bytes")

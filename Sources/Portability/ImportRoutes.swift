@@ -21,10 +21,10 @@ package struct ImportRoutes: Sendable {
         guard let format = request.headers[.contentType].flatMap(ImportFormat.init(contentType:)) else {
             throw AppError.unsupportedMediaType("Content-Type must be text/csv (Goodreads), application/json (LibraryThing) or application/zip (a Bookworm export)")
         }
-        var request = request
-        let data = try await request.collectLimitedBody(limit: service.policy.maxBytes)
-        guard !data.isEmpty else { throw AppError.broken("file", "is empty") }
-        return try .json(try await service.start(user: user, format: format, data: data), status: .accepted, for: request)
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > service.policy.maxBytes {
+            throw AppError.payloadTooLarge(limit: service.policy.maxBytes)
+        }
+        return try .json(try await service.start(user: user, format: format, body: request.body), status: .accepted, for: request)
     }
 
     @Sendable func get(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -35,16 +35,34 @@ package struct ImportService: Sendable {
         }
     }
 
-    /// The upload is stored as it came, after a look at its first bytes only; the import job
-    /// reads it, off the event loops.
-    func start(user: UUID, format: ImportFormat, data: Data) async throws -> ImportView {
-        try ImportSniff.check(data, format: format)
+    /// The upload is stored as it arrives, a part at a time (`import_parts`), after a look at its
+    /// first bytes only; the import job reads it, off the event loops. An upload that does not
+    /// complete leaves nothing behind.
+    func start<Body: AsyncSequence>(user: UUID, format: ImportFormat, body: Body) async throws -> ImportView
+        where Body.Element == ByteBuffer
+    {
+        var upload = ImportUpload(limit: policy.maxBytes)
+        var chunks = body.makeAsyncIterator()
+        while upload.pending.readableBytes < ImportSniff.headBytes, let chunk = try await chunks.next() { try upload.add(chunk) }
+        guard upload.received > 0 else { throw AppError.broken("file", "is empty") }
+        try ImportSniff.check(Data(upload.pending.readableBytesView), format: format)
         let now = clock.now()
-        let id = try await client.transaction(logger: logger) { connection in
-            try await store.create(user: user, format: format, payload: data, now: now, on: connection)
-        }
-        guard let id else {
+        guard let id = try await client.transaction(logger: logger, { try await store.create(user: user, format: format, now: now, on: $0) }) else {
             throw AppError.conflict(code: "import_in_progress", detail: "An import of yours is still running: wait for it to finish", field: nil)
+        }
+        do {
+            var seq = 0
+            while let chunk = try await chunks.next() {
+                try upload.add(chunk)
+                guard let part = upload.takePart() else { continue }
+                try await store.addPart(id, seq: seq, bytes: part)
+                seq += 1
+            }
+            if let last = upload.takePart(final: true) { try await store.addPart(id, seq: seq, bytes: last) }
+            try await client.transaction(logger: logger) { try await store.queue(id, on: $0) }
+        } catch {
+            try? await store.discard(id)
+            throw error
         }
         return try await view(id, user: user)
     }

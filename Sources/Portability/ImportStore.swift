@@ -10,21 +10,40 @@ struct ImportStore: Sendable {
 
     /// The import row and its job, in the caller's transaction; nil when one of the user's
     /// imports is still queued or running (the user row's lock makes that check race-free).
-    func create(user: UUID, format: ImportFormat, payload: Data, now: Date, on connection: PostgresConnection) async throws -> UUID? {
+    /// A new import, `uploading`, unless one of the user's is still active. An upload left
+    /// `uploading` for an hour (its server stopped mid-upload) is dropped here.
+    func create(user: UUID, format: ImportFormat, now: Date, on connection: PostgresConnection) async throws -> UUID? {
         try await connection.query("SELECT 1 FROM users WHERE id = \(user) FOR UPDATE", logger: logger)
-        let active = try await connection.query("SELECT 1 FROM imports WHERE user_id = \(user) AND status IN ('queued', 'running')",
-                                                logger: logger)
+        try await connection.query("""
+            DELETE FROM imports WHERE user_id = \(user) AND status = 'uploading' AND created_at < \(now) - interval '1 hour'
+            """, logger: logger)
+        let active = try await connection.query("""
+            SELECT 1 FROM imports WHERE user_id = \(user) AND status IN ('uploading', 'queued', 'running')
+            """, logger: logger)
         for try await _ in active { return nil }
         let rows = try await connection.query("""
-            INSERT INTO imports (user_id, format, payload, total, created_at)
-            VALUES (\(user), \(format.rawValue), \(ByteBuffer(bytes: payload)), 0, \(now))
+            INSERT INTO imports (user_id, format, status, total, created_at)
+            VALUES (\(user), \(format.rawValue), 'uploading', 0, \(now))
             RETURNING id
             """, logger: logger)
-        for try await id in rows.decode(UUID.self) {
-            try await JobStore.enqueue(kind: ImportJob.jobKind, key: id.apiString, on: connection, logger: logger)
-            return id
-        }
+        for try await id in rows.decode(UUID.self) { return id }
         throw AppError.unavailable("import insert returned no row")
+    }
+
+    /// The next part of an upload, as it arrived.
+    func addPart(_ id: UUID, seq: Int, bytes: ByteBuffer) async throws {
+        try await client.query("INSERT INTO import_parts (import_id, seq, bytes) VALUES (\(id), \(seq), \(bytes))", logger: logger)
+    }
+
+    /// The upload is complete: the import is queued for the worker.
+    func queue(_ id: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query("UPDATE imports SET status = 'queued' WHERE id = \(id) AND status = 'uploading'", logger: logger)
+        try await JobStore.enqueue(kind: ImportJob.jobKind, key: id.apiString, on: connection, logger: logger)
+    }
+
+    /// An upload that did not complete (too large, the client went away), with its parts.
+    func discard(_ id: UUID) async throws {
+        try await client.query("DELETE FROM imports WHERE id = \(id) AND status = 'uploading'", logger: logger)
     }
 
     func view(_ id: UUID, user: UUID) async throws -> ImportView? {
@@ -57,7 +76,10 @@ struct ImportStore: Sendable {
     /// The import to continue, with its file; nil when it is finished (or gone with its user).
     func lockPending(_ id: UUID, on connection: PostgresConnection) async throws -> Pending? {
         let rows = try await connection.query("""
-            SELECT user_id, format, payload, total FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
+            SELECT user_id, format,
+                   coalesce(payload, (SELECT string_agg(p.bytes, ''::bytea ORDER BY p.seq) FROM import_parts p WHERE p.import_id = imports.id)),
+                   total
+            FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
             """, logger: logger)
         for try await (user, format, payload, total) in rows.decode((UUID, String, ByteBuffer?, Int).self) {
             guard let format = ImportFormat(rawValue: format), let payload else { return nil }
@@ -92,6 +114,7 @@ struct ImportStore: Sendable {
                 finished_at = CASE WHEN \(finished) THEN \(now) ELSE NULL END
             WHERE id = \(id)
             """, logger: logger)
+        if finished { try await connection.query("DELETE FROM import_parts WHERE import_id = \(id)", logger: logger) }
     }
 
     func savepoint(_ name: String, on connection: PostgresConnection) async throws {
@@ -109,6 +132,7 @@ struct ImportStore: Sendable {
     func fail(_ id: UUID, message: String, now: Date) async throws {
         let errors = String(decoding: try JSONEncoder().encode([ImportLineError(line: 0, message: message)]), as: UTF8.self)
         try await client.query("""
+            WITH parts AS (DELETE FROM import_parts WHERE import_id = \(id))
             UPDATE imports SET status = 'failed', payload = NULL, finished_at = \(now), errors = errors || \(errors)::jsonb
             WHERE id = \(id)
             """, logger: logger)

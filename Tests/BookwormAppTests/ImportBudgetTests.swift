@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import Testing
 import ZIPFoundation
 #if canImport(Glibc)
@@ -72,6 +73,66 @@ import Glibc
         try await expectRefused(csv, contentType: "text/csv", saying: nil)
     }
 
+    /// A chunked upload gives no length up front: it is cut off where it passes 10 MiB, and the
+    /// parts stored by then go with it.
+    @Test func anUploadPastTheLimitWithoutALengthIsRefusedAndLeavesNothing() async throws {
+        try await withTestDatabase { settings, client in
+            let server = try await ServerProcess(databaseURL: settings.connectionURL)
+            defer { server.stop() }
+            let token = try Self.register(port: server.port)
+            let socket = try RawSocket(port: server.port)
+            try socket.send("POST /v1/me/imports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
+                            + "Content-Type: text/csv\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let line = Array("Book Id,Title,Author,Additional Authors,ISBN,ISBN13,Exclusive Shelf,Owned Copies\n".utf8)
+            let chunk = Array(repeating: line, count: (1 << 20) / line.count).flatMap { $0 }
+            for _ in 0..<11 { try? socket.send(Array("\(String(chunk.count, radix: 16))\r\n".utf8) + chunk + Array("\r\n".utf8)) }
+            try? socket.send("0\r\n\r\n")
+            #expect(socket.readResponse(timeout: 30)?.status == 413)
+            #expect(try await Self.count("SELECT count(*)::int8 FROM imports", client) == 0)
+            #expect(try await Self.count("SELECT count(*)::int8 FROM import_parts", client) == 0)
+        }
+    }
+
+    /// A client gone mid-upload leaves no import (its parts go too), and may upload again.
+    @Test func aClientThatGoesAwayMidUploadLeavesNothing() async throws {
+        try await withTestDatabase { settings, client in
+            let server = try await ServerProcess(databaseURL: settings.connectionURL)
+            defer { server.stop() }
+            let token = try Self.register(port: server.port)
+            let line = "Book Id,Title,Author,Additional Authors,ISBN,ISBN13,Exclusive Shelf,Owned Copies\n"
+            let body = Data(String(repeating: line, count: (3 << 20) / line.utf8.count).utf8)
+            do {
+                let socket = try RawSocket(port: server.port)
+                try socket.send(Array(("POST /v1/me/imports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
+                                       + "Content-Type: text/csv\r\nContent-Length: \(5 << 20)\r\n\r\n").utf8) + Array(body))
+                #expect(try await eventually(within: 30, interval: .milliseconds(50)) {
+                    try await Self.count("SELECT count(*)::int8 FROM import_parts", client) >= 2
+                })
+            }
+            #expect(try await eventually(within: 30, interval: .milliseconds(50)) {
+                try await Self.count("SELECT count(*)::int8 FROM imports", client) == 0
+            })
+            #expect(try await Self.count("SELECT count(*)::int8 FROM import_parts", client) == 0)
+            let again = try Self.post(port: server.port, "/v1/me/imports", body: body, contentType: "text/csv", token: token)
+            #expect(again.status == 202, "\(again.body)")
+            #expect(try await Self.count("SELECT count(*)::int8 FROM import_parts", client) == 3)
+        }
+    }
+
+    static func count(_ sql: String, _ client: PostgresClient) async throws -> Int64 {
+        for try await value in try await client.query(PostgresQuery(unsafeSQL: sql)).decode(Int64.self) { return value }
+        return 0
+    }
+
+    static func register(port: Int) throws -> String {
+        let name = "budget_\(UUID().uuidString.prefix(8).lowercased())"
+        let registered = try rawRequest(port: port, "POST", "/v1/auth/register",
+                                        json: #"{"email":"\#(name)@example.org","username":"\#(name)","password":"correct horse battery"}"#)
+        let object = try JSONSerialization.jsonObject(with: Data(registered.body.utf8)) as? [String: Any]
+        guard let token = object?["token"] as? String else { throw TestFailure("register: \(registered.body)") }
+        return token
+    }
+
     /// Uploads `body`, waits for the worker to fail the import (or, with no `message`, to finish
     /// it), and holds both processes' peak memory to the budget.
     private func expectRefused(_ body: Data, contentType: String, saying message: String?) async throws {
@@ -86,13 +147,10 @@ import Glibc
             let worker = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
             defer { kill(worker, SIGTERM); _ = ChildProcess.wait(worker) }
 
-            let name = "budget_\(UUID().uuidString.prefix(8).lowercased())"
-            let registered = try rawRequest(port: server.port, "POST", "/v1/auth/register",
-                                            json: #"{"email":"\#(name)@example.org","username":"\#(name)","password":"correct horse battery"}"#)
-            let token = try #require(try JSONSerialization.jsonObject(with: Data(registered.body.utf8)) as? [String: Any])["token"] as? String
+            let token = try Self.register(port: server.port)
             let idle = (server: try Self.memory(server.pid, "VmRSS"), worker: try Self.memory(worker, "VmRSS"))
 
-            let upload = try Self.post(port: server.port, "/v1/me/imports", body: body, contentType: contentType, token: try #require(token))
+            let upload = try Self.post(port: server.port, "/v1/me/imports", body: body, contentType: contentType, token: token)
             #expect(upload.status == 202, "\(upload.status) \(upload.body)")
             let id = try #require(try JSONSerialization.jsonObject(with: Data(upload.body.utf8)) as? [String: Any])["id"] as? String
             var status: [String: Any] = [:]
