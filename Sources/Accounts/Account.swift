@@ -160,35 +160,24 @@ struct ChangePasswordBody: StrictBody {
     }
 }
 
-/// PATCH semantics: a missing key leaves the field alone, `null` clears it.
-struct UpdateMeBody: StrictBody {
+/// `PATCH /v1/me`: null clears the display name or the bio; `alerts` cannot be cleared.
+struct UpdateMeBody: PatchBody {
     var displayName: FieldUpdate<String> = .unchanged
     var bio: FieldUpdate<String> = .unchanged
     /// `instant`, `daily` or `off`; checked by the route, which names the field.
-    var alerts: FieldUpdate<String> = .unchanged
+    var alerts: String?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case bio, alerts
         case displayName = "display_name"
     }
 
+    static let nullableKeys: [CodingKeys] = [.displayName, .bio]
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         displayName = try FieldUpdate(container, .displayName)
         bio = try FieldUpdate(container, .bio)
-        alerts = try FieldUpdate(container, .alerts)
-    }
-}
-
-package enum FieldUpdate<Value: Decodable & Sendable>: Sendable {
-    case unchanged
-    case set(Value?)
-
-    package init<K: CodingKey>(_ container: KeyedDecodingContainer<K>, _ key: K) throws {
-        guard container.contains(key) else {
-            self = .unchanged
-            return
-        }
-        self = try container.decodeNil(forKey: key) ? .set(nil) : .set(container.decode(Value.self, forKey: key))
+        alerts = try container.decodeIfPresent(String.self, forKey: .alerts)
     }
 }

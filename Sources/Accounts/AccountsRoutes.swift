@@ -78,15 +78,11 @@ package struct AccountsRoutes: Sendable {
         var body = try await request.decodeStrict(UpdateMeBody.self, context: context)
         if case .set(let value) = body.displayName { body.displayName = .set(try AccountValidation.displayName(value)) }
         if case .set(let value) = body.bio { body.bio = .set(try AccountValidation.bio(value)) }
-        var alerts: String?
-        if case .set(let value) = body.alerts {
-            guard let value, ["instant", "daily", "off"].contains(value) else {
-                throw AppError.invalid("alerts", "must be one of instant, daily, off")
-            }
-            alerts = value
+        if let alerts = body.alerts, !["instant", "daily", "off"].contains(alerts) {
+            throw AppError.invalid("alerts", "must be one of instant, daily, off")
         }
         guard let user = try await service.users.updateProfile(userID: session.user.id, displayName: body.displayName, bio: body.bio,
-                                                               alerts: alerts) else {
+                                                               alerts: body.alerts) else {
             throw AppError.notFound("This account no longer exists")
         }
         service.sessions.forget(userID: user.id)

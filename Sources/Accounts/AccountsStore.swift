@@ -72,8 +72,8 @@ package struct AccountsStore: Sendable {
     }
 
     func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>, alerts: String?) async throws -> UserRecord? {
-        let (setName, nameValue) = Self.split(displayName)
-        let (setBio, bioValue) = Self.split(bio)
+        let (setName, nameValue) = displayName.parts
+        let (setBio, bioValue) = bio.parts
         let rows = try await client.query("""
             UPDATE users AS u SET
                 display_name = CASE WHEN \(setName) THEN \(nameValue) ELSE u.display_name END,
@@ -109,12 +109,5 @@ package struct AccountsStore: Sendable {
         try await connection.query("""
             UPDATE users SET suspended_at = \(suspendedAt), suspension_reason = \(reason), updated_at = now() WHERE id = \(userID)
             """, logger: logger)
-    }
-
-    private static func split(_ update: FieldUpdate<String>) -> (Bool, String?) {
-        switch update {
-        case .unchanged: (false, nil)
-        case .set(let value): (true, value)
-        }
     }
 }

@@ -188,7 +188,9 @@ struct CreateCopyBody: StrictBody {
     }
 }
 
-struct UpdateCopyBody: StrictBody {
+/// `PATCH /v1/copies/{id}`: null clears the notes, or the pin (the copy then stands at its
+/// owner's default pin); a copy always has a condition and a status.
+struct UpdateCopyBody: PatchBody {
     var condition: String?
     var status: String?
     var notes: FieldUpdate<String> = .unchanged
@@ -198,6 +200,8 @@ struct UpdateCopyBody: StrictBody {
         case condition, status, notes
         case pinID = "pin_id"
     }
+
+    static let nullableKeys: [CodingKeys] = [.notes, .pinID]
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)

@@ -217,16 +217,6 @@ package struct CopiesStore: Sendable {
     }
 }
 
-extension FieldUpdate {
-    /// (whether to set, the value to set) for a `CASE WHEN` in SQL.
-    var parts: (Bool, Value?) {
-        switch self {
-        case .unchanged: (false, nil)
-        case .set(let value): (true, value)
-        }
-    }
-}
-
 /// `CopiesStore.detail`'s statement. A lookup by primary key, whose plan never depends on the id,
 /// so PostgreSQL settles on one after a few runs; unnamed, a pgbench of the copy's columns and
 /// joins ran 5,200 tx/s planned each time against 23,600 prepared (1,000,000 copies).

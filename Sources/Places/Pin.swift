@@ -59,7 +59,9 @@ struct CreatePinBody: StrictBody {
     }
 }
 
-struct UpdatePinBody: StrictBody {
+/// `PATCH /v1/me/pins/{id}`: a pin always has a label, a point and a kind, so only
+/// `is_default` takes null, which (as on create) is the same as leaving it out.
+struct UpdatePinBody: PatchBody {
     let label: String?
     let latitude: Double?
     let longitude: Double?
@@ -70,6 +72,8 @@ struct UpdatePinBody: StrictBody {
         case label, latitude, longitude, kind
         case isDefault = "is_default"
     }
+
+    static let nullableKeys: [CodingKeys] = [.isDefault]
 }
 
 package enum PlacesValidation {

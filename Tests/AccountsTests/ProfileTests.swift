@@ -20,6 +20,20 @@ import Testing
         }
     }
 
+    /// Alert mail is always one of three settings: there is nothing for null to clear to.
+    @Test func patchingAlertsWithNullIsABadRequestNamingAlerts() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            #expect(try await app.request(.patch, "/v1/me", json: ["alerts": "off"], token: account.token).status == .ok)
+            let patch = try await app.request(.patch, "/v1/me", json: ["alerts": NSNull(), "bio": "Kept?"], token: account.token)
+            #expect(patch.status == .badRequest)
+            #expect(try patch.problemFields() == ["alerts"])
+            let unrelated = try await app.request(.patch, "/v1/me", json: ["display_name": "Ann"], token: account.token).jsonObject()
+            #expect(unrelated["alerts"] as? String == "off")
+            #expect(unrelated["bio"] is NSNull)
+        }
+    }
+
     @Test func patchMeRejectsFieldsItDoesNotOwn() async throws {
         try await withApp { app in
             let account = try await app.register()

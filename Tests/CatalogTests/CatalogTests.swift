@@ -166,6 +166,46 @@ import Testing
         }
     }
 
+    @Test func patchingCopyNotesWithNullClearsThem() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let pin = try await app.addPin(account.token)
+            let created = try await app.request(.post, "/v1/me/copies", json: [
+                "title": "T", "authors": ["A"], "condition": "fair", "notes": "Pencil marks", "pin_id": pin["id"] as? String ?? ""],
+                token: account.token).jsonObject()
+            let id = try #require(created["id"] as? String)
+            // Left out, notes and pin stay; null clears each (the copy then stands at the default pin).
+            let condition = try await app.request(.patch, "/v1/copies/\(id)", json: ["condition": "poor"], token: account.token).jsonObject()
+            #expect(condition["notes"] as? String == "Pencil marks")
+            #expect(condition["pin_id"] as? String == pin["id"] as? String)
+            let cleared = try await app.request(.patch, "/v1/copies/\(id)", json: ["notes": NSNull(), "pin_id": NSNull()],
+                                                token: account.token)
+            #expect(cleared.status == .ok)
+            let copy = try cleared.jsonObject()
+            #expect(copy["notes"] is NSNull)
+            #expect(copy["pin_id"] is NSNull)
+            #expect(copy["condition"] as? String == "poor")
+            #expect(copy["status"] as? String == "available")
+        }
+    }
+
+    @Test func patchingCopyConditionOrStatusWithNullIsABadRequestNamingIt() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let copy = try await app.addCopy(account.token, condition: "fair")
+            let id = try #require(copy["id"] as? String)
+            for field in ["condition", "status"] {
+                let patch = try await app.request(.patch, "/v1/copies/\(id)", json: [field: NSNull(), "notes": "Kept?"], token: account.token)
+                #expect(patch.status == .badRequest)
+                #expect(try patch.problemFields() == [field])
+            }
+            let after = try await app.request(.get, "/v1/copies/\(id)", token: account.token).jsonObject()
+            #expect(after["condition"] as? String == "fair")
+            #expect(after["status"] as? String == "available")
+            #expect(after["notes"] is NSNull)
+        }
+    }
+
     @Test func invalidConditionAndStatusAreRejected() async throws {
         try await withApp { app in
             let account = try await app.register()

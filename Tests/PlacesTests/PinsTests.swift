@@ -80,6 +80,45 @@ import Testing
         }
     }
 
+    /// A pin always has a kind (and a label and a point): the schema forbids null for them, so
+    /// a null is refused, not read as "left out" and answered 200 with nothing changed.
+    @Test func patchingAPinKindWithNullIsABadRequestNamingKind() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let pin = try await app.addPin(account.token, kind: "meetup")
+            let id = try #require(pin["id"] as? String)
+            let kind = try await app.request(.patch, "/v1/me/pins/\(id)", json: ["kind": NSNull(), "label": "Park"], token: account.token)
+            #expect(kind.status == .badRequest)
+            #expect(try kind.problemFields() == ["kind"])
+            let all = try await app.request(.patch, "/v1/me/pins/\(id)", json: [
+                "label": NSNull(), "latitude": NSNull(), "longitude": NSNull()], token: account.token)
+            #expect(all.status == .badRequest)
+            #expect(try all.problemFields() == ["label", "latitude", "longitude"])
+            let after = try #require(try await app.pins(account.token).first)
+            #expect(after["kind"] as? String == "meetup")
+            #expect(after["label"] as? String == "Home")
+            #expect(after["latitude"] as? Double == 52.52)
+        }
+    }
+
+    @Test func patchingAPinLeavesTheFieldsLeftOutAsTheyWere() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            let pin = try await app.addPin(account.token, kind: "meetup")
+            let id = try #require(pin["id"] as? String)
+            // `is_default: null` is documented as the same as leaving it out.
+            let patch = try await app.request(.patch, "/v1/me/pins/\(id)", json: ["label": "Park", "is_default": NSNull()],
+                                              token: account.token)
+            #expect(patch.status == .ok)
+            let after = try patch.jsonObject()
+            #expect(after["label"] as? String == "Park")
+            #expect(after["kind"] as? String == "meetup")
+            #expect(after["latitude"] as? Double == 52.52)
+            #expect(after["longitude"] as? Double == 13.405)
+            #expect(after["is_default"] as? Bool == true)
+        }
+    }
+
     @Test(arguments: [(91.0, 0.0), (-90.5, 0.0), (0.0, 180.5), (0.0, -181.0)])
     func outOfRangeCoordinatesAre400(latitude: Double, longitude: Double) async throws {
         try await withApp { app in

@@ -40,6 +40,10 @@ extension Request {
         if !unknown.isEmpty {
             throw AppError.validation(unknown.map { FieldError($0, "unknown field") })
         }
+        if let patch = T.self as? any PatchBody.Type {
+            let nulls = patch.refusedNulls(in: dictionary)
+            if !nulls.isEmpty { throw AppError.validation(nulls) }
+        }
         if let field = InputSanity.firstNULPath(in: dictionary) {
             throw AppError.invalid(field, InputSanity.nulMessage)
         }
