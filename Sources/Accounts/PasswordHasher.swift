@@ -97,7 +97,7 @@ package final class PasswordHasher: Service, Sendable {
         }
         defer { admitted.withLock { $0 -= 1 } }
         return try await pool.runIfActive {
-            HashingThread.lowerPriorityOnce()
+            LowPriorityThread.lowerOnce()
             self.running.withLock { state in
                 state.now += 1
                 state.peak = max(state.peak, state.now)
@@ -125,30 +125,4 @@ package final class PasswordHasher: Service, Sendable {
         let length = UInt64(password.utf8.count)
         return password.withCString { chars in crypto_pwhash_str_verify(hash, chars, length) == 0 }
     }
-}
-
-/// Hashing threads yield to the event loops and the database: a hash that waits a few ms
-/// longer is invisible, a `GET /v1/me` that does is not.
-enum HashingThread {
-    static func lowerPriorityOnce() {
-        #if os(Linux)
-        if pthread_getspecific(key.value) == nil {
-            // On Linux the nice value is per thread, and `who == 0` names the calling thread.
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-            pthread_setspecific(key.value, UnsafeRawPointer(bitPattern: 1))
-        }
-        #endif
-    }
-
-    #if os(Linux)
-    private final class Key: Sendable {
-        let value: pthread_key_t
-        init() {
-            var key = pthread_key_t()
-            pthread_key_create(&key, nil)
-            value = key
-        }
-    }
-    private static let key = Key()
-    #endif
 }

@@ -43,7 +43,8 @@ struct PortabilityBenchmark {
             try await deltaSync(client: client, database: database, since: full.next)
         }
         let imported = try await importFile(tools: tools, base: base, database: database)
-        report(logRows: logRows, full: full, delta: delta, imported: imported)
+        let storm = try await importStorm(tools: tools, base: base, server: server)
+        report(logRows: logRows, full: full, delta: delta, imported: imported, storm: storm)
     }
 
     struct FullSync {

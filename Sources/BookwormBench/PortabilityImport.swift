@@ -89,7 +89,7 @@ extension PortabilityBenchmark {
         }
     }
 
-    func report(logRows: Int, full: FullSync, delta: Delta, imported: ImportRun) {
+    func report(logRows: Int, full: FullSync, delta: Delta, imported: ImportRun, storm: ImportStorm) {
         let sql = Percentiles(delta.timings)
         print("")
         print(Table(rows: [
@@ -106,12 +106,23 @@ extension PortabilityBenchmark {
              String(format: "p99 %.2f ms", imported.idle.p99), "-", "-"],
             ["    the same during the import", String(format: "%.2f ms", imported.during.p50),
              String(format: "p99 %.2f ms (%d requests)", imported.during.p99, imported.duringCount), "-", "-"],
+            ["(d) \(storm.uploads) uploads of \(storm.bytes >> 10) KiB at once, imported",
+             String(format: "%.1f s", storm.seconds), "\(storm.finished) of \(storm.uploads) done", "-", "-"],
+            ["    another user's GET /v1/me p99 during (d)", String(format: "%.2f ms", storm.busy.p99),
+             String(format: "idle %.2f ms (%d requests)", storm.idle.p99, storm.busyCount), "<= 2 x idle", storm.p99Met ? "yes" : "NO"],
+            ["    server peak memory during (d)", String(format: "%.0f MiB", storm.peakMiB),
+             String(format: "idle %.0f MiB", storm.idleMiB), "<= idle + 128 MiB", storm.memoryMet ? "yes" : "NO"],
         ]).render())
         BenchResults.save("portability", [
             ResultRow("full sync, \(full.objects) objects", Double(full.objects) / max(full.seconds, 0.001), "objects/s"),
             ResultRow("delta sync page statement p50", sql.p50, "ms", goal: "<= 5 ms", met: sql.p50 <= 5 && delta.rows == changes),
             ResultRow("Goodreads import", imported.rowsPerSecond, "rows/s",
                       reference: String(format: "library p50 %.2f ms idle, %.2f ms during", imported.idle.p50, imported.during.p50)),
+            ResultRow("GET /v1/me p99 while \(storm.uploads) imports of 10 MiB arrive", storm.busy.p99, "ms",
+                      reference: String(format: "idle %.2f ms", storm.idle.p99), ratio: storm.busy.p99 / max(storm.idle.p99, 0.001),
+                      goal: "<= 2 x", met: storm.p99Met),
+            ResultRow("server peak memory during the same", storm.peakMiB, "MiB", reference: String(format: "idle %.0f MiB", storm.idleMiB),
+                      goal: String(format: "<= %.0f MiB", storm.idleMiB + 128), met: storm.memoryMet),
         ])
     }
 }

@@ -17,14 +17,16 @@ struct CSVReader {
     /// Hands `visit` each record as soon as it is read, so a file's rows are never all in memory
     /// at once, and refuses a field longer than `maxField` characters, or a record of more than
     /// `maxFields` fields, as it grows.
-    static func read(_ text: String, maxField: Int, maxFields: Int = 256, _ visit: (Record) throws -> Void) throws {
+    /// The bytes are decoded as UTF-8 as they are read (no copy of the file as a `String`).
+    static func read(_ data: Data, maxField: Int, maxFields: Int = 256, _ visit: (Record) throws -> Void) throws {
         var fields: [String] = []
         var field = ""
         var quoted = false
         var atFieldStart = true
         var line = 1
         var recordLine = 1
-        var scalars = text.unicodeScalars.makeIterator()
+        var bytes = data.makeIterator()
+        var utf8 = Unicode.UTF8()
         var pending: Unicode.Scalar? = nil
         var first = true
         var fieldLength = 0
@@ -33,15 +35,19 @@ struct CSVReader {
             guard fieldLength <= maxField else { throw Malformed(line: recordLine, message: "a field is longer than \(maxField) characters") }
             field.unicodeScalars.append(scalar)
         }
-        func next() -> Unicode.Scalar? {
+        func next() throws(Malformed) -> Unicode.Scalar? {
             if let scalar = pending { pending = nil; return scalar }
-            return scalars.next()
+            switch utf8.decode(&bytes) {
+            case .scalarValue(let scalar): return scalar
+            case .emptyInput: return nil
+            case .error: throw Malformed(line: line, message: "is not UTF-8 text")
+            }
         }
-        while let scalar = next() {
+        while let scalar = try next() {
             if first { first = false; if scalar == "\u{FEFF}" { continue } }
             if quoted {
                 if scalar == "\"" {
-                    let following = next()
+                    let following = try next()
                     if following == "\"" { try append("\""); continue }
                     quoted = false
                     pending = following

@@ -7,11 +7,10 @@ enum GoodreadsImport {
     static let required = ["Book Id", "Title", "Author", "Additional Authors", "ISBN", "ISBN13", "Exclusive Shelf", "Owned Copies"]
 
     static func plan(_ data: Data, maxRows: Int, budget: ImportBudget) throws -> ImportPlan {
-        guard let text = String(data: data, encoding: .utf8) else { throw AppError.invalid("file", "is not UTF-8 text") }
         var header: (fields: Int, columns: [String: Int])?
         var plan = ImportPlan()
         do {
-            try CSVReader.read(text, maxField: budget.maxFieldCharacters) { record in
+            try CSVReader.read(data, maxField: budget.maxFieldCharacters) { record in
                 guard let header else { return header = try columns(record) }
                 guard plan.total < maxRows else { throw AppError.invalid("file", "has more than \(maxRows) rows") }
                 guard record.fields.count == header.fields else {

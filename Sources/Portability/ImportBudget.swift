@@ -159,7 +159,7 @@ extension Archive {
 }
 
 /// An upload as it arrives: its size held to `limit`, its bytes handed on in parts of about
-/// `partBytes`, so a process never holds more than a part of each upload.
+/// `partBytes` (1 MiB), so a process never holds more than a part of each upload.
 struct ImportUpload {
     let limit: Int
     var partBytes = 1 << 20
@@ -211,10 +211,9 @@ enum ImportSniff {
         guard let end = head.firstIndex(of: UInt8(ascii: "\n")) ?? (data.count <= limit ? data.endIndex : nil) else {
             throw AppError.broken("file", "is not a Goodreads export: its first line is longer than \(limit) bytes")
         }
-        guard let text = String(data: data[data.startIndex..<end], encoding: .utf8) else { throw AppError.invalid("file", "is not UTF-8 text") }
         var first: CSVReader.Record?
         do {
-            try CSVReader.read(text, maxField: limit) { record in if first == nil { first = record } }
+            try CSVReader.read(data[data.startIndex..<end], maxField: limit) { record in if first == nil { first = record } }
         } catch let error as CSVReader.Malformed {
             throw AppError.broken("file", "line \(error.line): \(error.message)")
         }

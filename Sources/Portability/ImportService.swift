@@ -36,7 +36,7 @@ package struct ImportService: Sendable {
     }
 
     /// The upload is stored as it arrives, a part at a time (`import_parts`), after a look at its
-    /// first bytes only; the import job reads it, off the event loops. An upload that does not
+    /// first bytes only; the import job reads it on a thread of low priority, one file at a time. An upload that does not
     /// complete leaves nothing behind.
     func start<Body: AsyncSequence>(user: UUID, format: ImportFormat, body: Body) async throws -> ImportView
         where Body.Element == ByteBuffer
@@ -79,7 +79,10 @@ package struct ImportService: Sendable {
         let plan: ImportPlan
         do {
             let (payload, format, maxRows) = (snapshot.payload, snapshot.format, policy.maxRows)
-            plan = try await NIOThreadPool.singleton.runIfActive { try Self.plan(payload, format: format, maxRows: maxRows) }
+            plan = try await LowPriorityThread.single.runIfActive {
+                LowPriorityThread.lowerOnce()
+                return try Self.plan(payload, format: format, maxRows: maxRows)
+            }
         } catch let error as AppError {
             try await store.fail(id, message: Self.fileMessage(error), now: clock.now())
             return true

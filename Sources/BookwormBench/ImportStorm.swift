@@ -1,0 +1,128 @@
+import Foundation
+
+/// Ten users upload a Goodreads file of about 10 MiB each at the same moment, and the server's
+/// own worker imports them all, while another user keeps asking for `GET /v1/me` (paced, as a
+/// person browsing). Goals: that user's p99 at most twice what it was idle, and the server's
+/// peak memory at most 128 MiB above its idle memory.
+struct ImportStorm {
+    var uploads = 0
+    var bytes = 0
+    var seconds = 0.0
+    var finished = 0
+    var idle = Percentiles([])
+    var busy = Percentiles([])
+    var busyCount = 0
+    var idleMiB = 0.0
+    var peakMiB = 0.0
+
+    var p99Met: Bool { busy.p99 <= 2 * idle.p99 }
+    var memoryMet: Bool { peakMiB - idleMiB <= 128 }
+}
+
+extension PortabilityBenchmark {
+    func importStorm(tools: LoadTools, base: String, server: ServerUnderTest, uploads: Int = 10) async throws -> ImportStorm {
+        let stamp = Int(Date().timeIntervalSince1970)
+        let tokens = try (0..<uploads).map { try BenchAccount.token(curl: tools.curl, base: base, username: "bench_storm\($0)_\(stamp)") }
+        let probeToken = try BenchAccount.token(curl: tools.curl, base: base, username: Self.reader)
+        let path = BenchScratch.url("bench-storm-\(getpid()).csv").path
+        let file = Self.stormFile()
+        try file.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+
+        var storm = ImportStorm(uploads: uploads, bytes: file.utf8.count)
+        let port = self.port
+        let idle = Samples()
+        let idleUntil = ContinuousClock.now + .seconds(5)
+        onThreads(1) { _ in Self.probeMe(port: port, token: probeToken, into: idle) { ContinuousClock.now < idleUntil } }
+        storm.idle = Percentiles(idle.all.latencies)
+        storm.idleMiB = server.statusMiB("VmRSS")
+        try server.resetPeakRSS()
+
+        let busy = Samples()
+        let done = LockedFlag()
+        let probe = Thread { Self.probeMe(port: port, token: probeToken, into: busy) { !done.isSet } }
+        probe.start()
+        let begun = ContinuousClock.now
+        let curls = try tokens.map { token in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: tools.curl)
+            process.arguments = ["-s", "-X", "POST", base + "/v1/me/imports", "-H", "Authorization: Bearer \(token)",
+                                 "-H", "Content-Type: text/csv", "--data-binary", "@" + path]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            return (process, output)
+        }
+        var ids: [(token: String, id: String)] = []
+        for ((process, output), token) in zip(curls, tokens) {
+            let answer = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            if let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any], let id = object["id"] as? String {
+                ids.append((token, id))
+            } else {
+                print("storm upload refused: \(String(decoding: answer.prefix(300), as: UTF8.self))")
+            }
+        }
+        storm.finished = try await waitForImports(ids, within: .seconds(1800))
+        storm.seconds = (ContinuousClock.now - begun).milliseconds / 1000
+        done.set()
+        try await Task.sleep(for: .milliseconds(200))
+        storm.busy = Percentiles(busy.all.latencies)
+        storm.busyCount = busy.all.latencies.count
+        storm.peakMiB = server.statusMiB("VmHWM")
+        return storm
+    }
+
+    /// How many of `imports` ended `done` (the others `failed`, or still running at the deadline).
+    private func waitForImports(_ imports: [(token: String, id: String)], within limit: Duration) async throws -> Int {
+        let connection = try BenchHTTPConnection(port: port)
+        let begun = ContinuousClock.now
+        var open = imports, finished = 0
+        while !open.isEmpty, ContinuousClock.now - begun < limit {
+            open = try open.filter { item in
+                let status = try connection.send("GET", "/v1/me/imports/\(item.id)", token: item.token)
+                let state = (try? JSONSerialization.jsonObject(with: Data(status.body.utf8)) as? [String: Any])?["status"] as? String
+                if state == "done" { finished += 1 }
+                return state != "done" && state != "failed"
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        return finished
+    }
+
+    /// A Goodreads export just under 10 MiB: 20,000 books with reviews, new works each.
+    static func stormFile() -> String {
+        let header = "Book Id,Title,Author,Additional Authors,ISBN,ISBN13,Exclusive Shelf,Owned Copies,My Review"
+        let review = String(repeating: "A long review of a book read on a train. ", count: 10)
+        var text = header + "\n"
+        for index in 0..<20_000 {
+            text += "\(700_000 + index),\"Storm Work \(index % 4_000)\",Storm Author \(index % 500),,,,read,\(index % 2),\"\(review)\"\n"
+        }
+        return text
+    }
+
+    private static func probeMe(port: Int, token: String, into samples: Samples, while going: () -> Bool) {
+        guard let connection = try? BenchHTTPConnection(port: port) else { return }
+        while going() {
+            let begun = ContinuousClock.now
+            let status = (try? connection.send("GET", "/v1/me", token: token).status) ?? 0
+            samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
+            usleep(10_000)
+        }
+    }
+}
+
+extension ServerUnderTest {
+    /// A memory line of the server's `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
+    func statusMiB(_ field: String) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
+              let kib = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return .nan }
+        return kib / 1024
+    }
+
+    /// Starts the peak (`VmHWM`) again from the present memory (`clear_refs`, Linux).
+    func resetPeakRSS() throws {
+        try "5".write(toFile: "/proc/\(process.processIdentifier)/clear_refs", atomically: false, encoding: .utf8)
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Threads for long computations (password hashing, reading an import) yield to the event loops
+/// and the database: a hash or an import that waits a few ms longer is invisible, a
+/// `GET /v1/me` that does is not.
+package enum LowPriorityThread {
+    /// Lowers the calling thread's priority, once per thread.
+    package static func lowerOnce() {
+        #if os(Linux)
+        if pthread_getspecific(key.value) == nil {
+            // On Linux the nice value is per thread, and `who == 0` names the calling thread.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+            pthread_setspecific(key.value, UnsafeRawPointer(bitPattern: 1))
+        }
+        #endif
+    }
+
+    /// One thread at low priority, for the process's lifetime: work run here runs one at a
+    /// time, so its memory is one piece of work's.
+    package static let single: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        return pool
+    }()
+
+    #if os(Linux)
+    private final class Key: Sendable {
+        let value: pthread_key_t
+        init() {
+            var key = pthread_key_t()
+            pthread_key_create(&key, nil)
+            value = key
+        }
+    }
+    private static let key = Key()
+    #endif
+}
