@@ -97,6 +97,18 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
 }
 
 /// Latencies and statuses, appended from many threads.
+/// `GET path` on one connection while `going`, each latency into `samples`, pausing
+/// `pauseMicros` between requests (a person browsing, not a load generator).
+func probe(port: Int, _ path: String, token: String, pauseMicros: UInt32 = 0, into samples: Samples, while going: () -> Bool) {
+    guard let connection = try? BenchHTTPConnection(port: port) else { return }
+    while going() {
+        let begun = ContinuousClock.now
+        let status = (try? connection.send("GET", path, token: token).status) ?? 0
+        samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
+        if pauseMicros > 0 { usleep(pauseMicros) }
+    }
+}
+
 final class Samples: @unchecked Sendable {
     private let lock = NSLock()
     private var latencies: [Double] = []

@@ -33,15 +33,15 @@ extension PortabilityBenchmark {
         let port = self.port
         let idle = Samples()
         let idleUntil = ContinuousClock.now + .seconds(5)
-        onThreads(1) { _ in Self.probeMe(port: port, token: probeToken, into: idle) { ContinuousClock.now < idleUntil } }
+        onThreads(1) { _ in probe(port: port, "/v1/me", token: probeToken, pauseMicros: 10_000, into: idle) { ContinuousClock.now < idleUntil } }
         storm.idle = Percentiles(idle.all.latencies)
         storm.idleMiB = server.statusMiB("VmRSS")
         try server.resetPeakRSS()
 
         let busy = Samples()
         let done = LockedFlag()
-        let probe = Thread { Self.probeMe(port: port, token: probeToken, into: busy) { !done.isSet } }
-        probe.start()
+        let prober = Thread { probe(port: port, "/v1/me", token: probeToken, pauseMicros: 10_000, into: busy) { !done.isSet } }
+        prober.start()
         let begun = ContinuousClock.now
         let curls = try tokens.map { token in
             let process = Process()
@@ -99,16 +99,6 @@ extension PortabilityBenchmark {
             text += "\(700_000 + index),\"Storm Work \(index % 4_000)\",Storm Author \(index % 500),,,,read,\(index % 2),\"\(review)\"\n"
         }
         return text
-    }
-
-    private static func probeMe(port: Int, token: String, into samples: Samples, while going: () -> Bool) {
-        guard let connection = try? BenchHTTPConnection(port: port) else { return }
-        while going() {
-            let begun = ContinuousClock.now
-            let status = (try? connection.send("GET", "/v1/me", token: token).status) ?? 0
-            samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
-            usleep(10_000)
-        }
     }
 }
 

@@ -29,13 +29,13 @@ extension PortabilityBenchmark {
         let port = self.port
         let idle = Samples()
         let idleUntil = ContinuousClock.now + .seconds(3)
-        onThreads(1) { _ in Self.readLibrary(port: port, token: readerToken, into: idle) { ContinuousClock.now < idleUntil } }
+        onThreads(1) { _ in probe(port: port, "/v1/copies?limit=20", token: readerToken, pauseMicros: 5_000, into: idle) { ContinuousClock.now < idleUntil } }
 
         var run = ImportRun()
         run.lines = lines
         let during = Samples()
         let done = LockedFlag()
-        let reader = Thread { Self.readLibrary(port: port, token: readerToken, into: during) { !done.isSet } }
+        let reader = Thread { probe(port: port, "/v1/copies?limit=20", token: readerToken, pauseMicros: 5_000, into: during) { !done.isSet } }
         let begun = ContinuousClock.now
         let answer = try Shell.run(tools.curl, ["-s", "-X", "POST", base + "/v1/me/imports", "-H", "Authorization: Bearer \(token)",
                                                  "-H", "Content-Type: text/csv", "--data-binary", "@" + path])
@@ -77,16 +77,6 @@ extension PortabilityBenchmark {
                 + ",,,2020/01/0\(index % 9 + 1),2019/12/01,,,\(shelves[index % 4]),,,,1,,,\(owned),,,,,\r\n"
         }
         return text
-    }
-
-    private static func readLibrary(port: Int, token: String, into samples: Samples, while going: () -> Bool) {
-        guard let connection = try? BenchHTTPConnection(port: port) else { return }
-        while going() {
-            let begun = ContinuousClock.now
-            let status = (try? connection.send("GET", "/v1/copies?limit=20", token: token).status) ?? 0
-            samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
-            usleep(5_000)
-        }
     }
 
     func report(logRows: Int, full: FullSync, delta: Delta, imported: ImportRun, storm: ImportStorm) {

@@ -41,7 +41,7 @@ extension ShelfBenchmark {
         let port = self.port
         let idle = Samples()
         let idleUntil = ContinuousClock.now + .seconds(3)
-        onThreads(1) { _ in Self.readCopies(port: port, token: token, into: idle) { ContinuousClock.now < idleUntil } }
+        onThreads(1) { _ in probe(port: port, "/v1/me/copies?limit=20", token: token, into: idle) { ContinuousClock.now < idleUntil } }
 
         let begun = ContinuousClock.now
         let posted = try connection.send("POST", "/v1/me/copies", token: token, json: "{\"book_id\":\"\(book)\",\"condition\":\"good\"}")
@@ -52,7 +52,7 @@ extension ShelfBenchmark {
         }
         let during = Samples()
         let done = LockedFlag()
-        let reader = Thread { Self.readCopies(port: port, token: token, into: during) { !done.isSet } }
+        let reader = Thread { probe(port: port, "/v1/me/copies?limit=20", token: token, into: during) { !done.isSet } }
         reader.start()
         let deadline = ContinuousClock.now + .seconds(600)
         while ContinuousClock.now < deadline {
@@ -69,15 +69,6 @@ extension ShelfBenchmark {
         result.during = Percentiles(during.all.latencies)
         result.duringCount = during.all.latencies.count
         return result
-    }
-
-    private static func readCopies(port: Int, token: String, into samples: Samples, while going: () -> Bool) {
-        guard let connection = try? BenchHTTPConnection(port: port) else { return }
-        while going() {
-            let begun = ContinuousClock.now
-            let status = (try? connection.send("GET", "/v1/me/copies?limit=20", token: token).status) ?? 0
-            samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
-        }
     }
 }
 
