@@ -17,10 +17,11 @@ package struct ContactService: Sendable {
     let throttles: ThrottleStore
     let templates: MailTemplates
     let policy: ContactPolicy
+    let budget: NotifyBudget
     let logger: Logger
 
     package init(client: Database, outbox: OutboxStore, throttles: ThrottleStore, templates: MailTemplates,
-                 policy: ContactPolicy, logger: Logger) {
+                 policy: ContactPolicy, notify: NotifyPolicy, logger: Logger) {
         self.client = client
         self.contacts = ContactStore(client: client, logger: logger)
         self.blocks = BlocksStore(client: client, logger: logger)
@@ -28,6 +29,7 @@ package struct ContactService: Sendable {
         self.throttles = throttles
         self.templates = templates
         self.policy = policy
+        self.budget = NotifyBudget(throttles: throttles, policy: notify)
         self.logger = logger
     }
 
@@ -73,6 +75,9 @@ package struct ContactService: Sendable {
                                                      window: 86400, on: connection) {
             throw AppError.throttled(retryAfterSeconds: wait)
         }
+        // Contact's own limits are the stricter ones for free text; the budget it shares with
+        // trades is checked (and counted) last, so a refusal above never spends it.
+        try await budget.charge(from: sender.id, to: recipient.id, on: connection)
     }
 
     static func hourKey(_ sender: UUID) -> String { "contact:sender:\(sender.apiString)" }

@@ -50,9 +50,11 @@ package enum ReportAction: String, Sendable, CaseIterable {
     }
 }
 
-/// How many different people must report a copy or post before it is hidden.
+/// How many different people must report a copy or post before it is hidden, and who counts:
+/// a verified address and an account at least `minAccountHours` old, one per client address.
 package struct ReportPolicy: Sendable {
     package var hideThreshold = 3
+    package var minAccountHours = 72
 
     package init() {}
 }

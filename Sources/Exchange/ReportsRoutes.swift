@@ -20,7 +20,8 @@ package struct ReportsRoutes: Sendable {
         var request = request
         let body = try await request.decodeStrict(ReportBody.self, context: context)
         let (target, reason, details) = try Self.validate(body)
-        let filed = try await service.file(by: reporter, target: target, reason: reason, details: details)
+        let filed = try await service.file(by: reporter, from: context.clientAddress(request), target: target, reason: reason,
+                                           details: details)
         return try .json(["id": filed.id.apiString, "status": "open"], status: .created, for: request)
     }
 

@@ -26,20 +26,26 @@ package struct ReportsService: Sendable {
         let hidden: Bool
     }
 
-    func file(by reporter: UUID, target: ReportTarget, reason: ReportReason, details: String?) async throws -> Filed {
+    /// Every report is filed (and reaches the queue); only trusted reporters, one per client
+    /// address, count toward hiding, so a handful of fresh accounts cannot take anyone's copy down.
+    func file(by reporter: UUID, from address: String, target: ReportTarget, reason: ReportReason,
+              details: String?) async throws -> Filed {
         let now = clock.now()
         return try await client.transaction(logger: logger) { connection in
             guard let (targetID, owner) = try await reports.lockTarget(target, on: connection) else {
                 throw AppError.notFound("No \(target.kind) to report there")
             }
             guard owner != reporter else { throw AppError.broken("target", "is your own") }
-            guard let id = try await reports.insert(reporter: reporter, kind: target.kind, targetID: targetID, owner: owner,
-                                                    reason: reason.rawValue, details: details, at: now, on: connection) else {
+            guard let id = try await reports.insert(reporter: reporter, address: address, kind: target.kind, targetID: targetID,
+                                                    owner: owner, reason: reason.rawValue, details: details, at: now,
+                                                    on: connection) else {
                 throw AppError.conflict(code: "already_reported", detail: "You already have an open report on this \(target.kind)",
                                         field: "target")
             }
             guard target.kind != "user" else { return Filed(id: id, hidden: false) }
-            let reporters = try await reports.openReporters(kind: target.kind, targetID: targetID, on: connection)
+            let trustedSince = now.addingTimeInterval(-Double(policy.minAccountHours) * 3600)
+            let reporters = try await reports.trustedReporters(kind: target.kind, targetID: targetID, createdBefore: trustedSince,
+                                                               on: connection)
             guard reporters >= policy.hideThreshold else { return Filed(id: id, hidden: false) }
             try await reports.setHidden(kind: target.kind, targetID: targetID, at: now, on: connection)
             logger.notice("hidden after reports", metadata: ["kind": .string(target.kind), "id": .string(targetID.apiString),

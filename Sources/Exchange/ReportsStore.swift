@@ -45,11 +45,11 @@ package struct ReportsStore: Sendable {
     }
 
     /// Nil when this reporter already has an open report on the target.
-    func insert(reporter: UUID, kind: String, targetID: UUID, owner: UUID, reason: String, details: String?, at now: Date,
-                on connection: PostgresConnection) async throws -> UUID? {
+    func insert(reporter: UUID, address: String, kind: String, targetID: UUID, owner: UUID, reason: String, details: String?,
+                at now: Date, on connection: PostgresConnection) async throws -> UUID? {
         let rows = try await connection.query("""
-            INSERT INTO reports (reporter_id, target_kind, target_id, target_user_id, reason, details, created_at)
-            VALUES (\(reporter), \(kind), \(targetID), \(owner), \(reason), \(details), \(now))
+            INSERT INTO reports (reporter_id, client_address, target_kind, target_id, target_user_id, reason, details, created_at)
+            VALUES (\(reporter), \(address), \(kind), \(targetID), \(owner), \(reason), \(details), \(now))
             ON CONFLICT (reporter_id, target_kind, target_id) WHERE status = 'open' DO NOTHING
             RETURNING id
             """, logger: logger)
@@ -57,10 +57,15 @@ package struct ReportsStore: Sendable {
         return nil
     }
 
-    func openReporters(kind: String, targetID: UUID, on connection: PostgresConnection) async throws -> Int {
+    /// Open reports on the target whose reporters have a verified address and an account created
+    /// before `createdBefore`, counted once per client address (a report from before addresses
+    /// were kept counts as its own).
+    func trustedReporters(kind: String, targetID: UUID, createdBefore: Date, on connection: PostgresConnection) async throws -> Int {
         let rows = try await connection.query("""
-            SELECT count(DISTINCT reporter_id)::int8 FROM reports
-            WHERE target_kind = \(kind) AND target_id = \(targetID) AND status = 'open'
+            SELECT count(DISTINCT coalesce(r.client_address, r.reporter_id::text))::int8
+            FROM reports r JOIN users u ON u.id = r.reporter_id
+            WHERE r.target_kind = \(kind) AND r.target_id = \(targetID) AND r.status = 'open'
+              AND u.email_verified_at IS NOT NULL AND u.created_at <= \(createdBefore)
             """, logger: logger)
         for try await count in rows.decode(Int.self) { return count }
         return 0

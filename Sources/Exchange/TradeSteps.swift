@@ -41,7 +41,7 @@ struct TradeSteps {
         if trade.state == .accepted && state != .completed { try await copies.release(trade: trade.id, on: connection) }
         try await trades.setState(trade.id, state, at: now, expiresAt: service.expiry(state, from: now), on: connection)
         try await trades.addEvent(trade.id, action: action.rawValue, state: state, by: user, at: now, on: connection)
-        try await service.mail.notify(notice, trade: trade.id, recipients: others, on: connection)
+        try await tell(notice)
     }
 
     /// A new offered copy (always the requester's), by the side that did not propose last.
@@ -58,7 +58,7 @@ struct TradeSteps {
         try await trades.counter(trade.id, by: role, offeredCopy: copy, at: now, expiresAt: service.expiry(.requested, from: now),
                                  on: connection)
         try await trades.addEvent(trade.id, action: "counter", state: .requested, by: user, at: now, on: connection)
-        try await service.mail.notify(.countered, trade: trade.id, recipients: others, on: connection)
+        try await tell(.countered)
     }
 
     /// Records this side's handover; once both have confirmed, the copies move (or the loan starts).
@@ -92,6 +92,16 @@ struct TradeSteps {
         try await trades.setState(trade.id, .completed, at: now, expiresAt: nil, on: connection)
         try await trades.addEvent(trade.id, action: "confirm", state: .completed, by: user, at: now, on: connection)
         try await service.mail.notify(.completed, trade: trade.id, recipients: [.owner, .requester], on: connection)
+    }
+
+    /// Notices a participant can repeat at will (a request, then its cancel, again and again)
+    /// draw on the sender's notify budget; past it the step has happened, but no mail goes out.
+    /// The rest happen at most once or twice a trade, and each trade cost its requester a request.
+    private func tell(_ notice: TradeNotice) async throws {
+        if let role, let user, [.cancelled, .declined, .countered].contains(notice) {
+            guard try await service.budget.spend(from: user, to: trade.user(role.other), on: connection) else { return }
+        }
+        try await service.mail.notify(notice, trade: trade.id, recipients: others, on: connection)
     }
 
     func takeBack() async throws {

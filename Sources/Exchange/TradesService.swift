@@ -16,18 +16,20 @@ package struct TradesService: Sendable {
     let views: TradeViewsStore
     let blocks: BlocksStore
     let mail: TradeMail
+    let budget: NotifyBudget
     let policy: TradePolicy
     let clock: any AppClock
     let logger: Logger
 
-    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: TradePolicy, clock: any AppClock,
-                 logger: Logger) {
+    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: TradePolicy, notify: NotifyPolicy,
+                 clock: any AppClock, logger: Logger) {
         self.client = client
         self.trades = TradesStore(client: client, logger: logger)
         self.copies = TradeCopiesStore(client: client, logger: logger)
         self.views = TradeViewsStore(client: client, logger: logger)
         self.blocks = BlocksStore(client: client, logger: logger)
         self.mail = TradeMail(outbox: outbox, templates: templates, logger: logger)
+        self.budget = NotifyBudget(throttles: ThrottleStore(client: client, logger: logger, clock: clock), policy: notify)
         self.policy = policy
         self.clock = clock
         self.logger = logger
@@ -62,6 +64,8 @@ package struct TradesService: Sendable {
                 return offered
             }
             guard !checks.open else { throw Self.alreadyOpen }
+            // A request exists to notify the owner: past the requester's budget it is refused whole.
+            try await budget.charge(from: requester.id, to: copy.ownerID, on: connection)
             let id: UUID
             do {
                 id = try await trades.insert(new, requester: requester.id, owner: copy.ownerID, bookID: copy.bookID,

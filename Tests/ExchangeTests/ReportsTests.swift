@@ -7,17 +7,37 @@ import Testing
 @testable import Exchange
 @testable import BookwormTestSupport
 
+fileprivate extension TestApp {
+    /// Reporters whose reports count toward hiding: verified, and (after the clock moves past
+    /// the default 72 hours) with accounts old enough. Each should report from `address(index)`.
+    func trustedReporters(_ count: Int) async throws -> [Account] {
+        var reporters: [Account] = []
+        for _ in 0..<count { reporters.append(try await registerTrader()) }
+        clock.advance(by: 73 * 3600)
+        return reporters
+    }
+
+    func isHidden(_ copy: String) async throws -> Bool {
+        for try await hidden in try await db.query("SELECT hidden_at IS NOT NULL FROM copies WHERE id = \(UUID(uuidString: copy))")
+            .decode(Bool.self) { return hidden }
+        throw TestFailure("no copy \(copy)")
+    }
+}
+
+/// A client address of reporter `index`'s own.
+fileprivate func address(_ index: Int) -> String { "203.0.113.\(index + 1)" }
+
 @Suite struct ReportsTests {
     @Test func aPostReportedByThreeDifferentPeopleIsHiddenUntilAnAdminDecides() async throws {
         try await withApp { app in
             let author = try await app.register()
-            let reporters = [try await app.register(), try await app.register(), try await app.register()]
+            let reporters = try await app.trustedReporters(3)
             try await app.addPin(author.token, kind: "meetup")
             let post = try #require(try await app.addPost(author.token, body: "Cheap pills, click here")["id"] as? String)
 
             for (index, reporter) in reporters.enumerated() {
                 #expect(try await app.feedIDs("/v1/posts", token: reporter.token).contains(post))
-                let filed = try await app.report(reporter.token, "post", id: post, reason: "spam", details: "an advert")
+                let filed = try await app.report(reporter.token, "post", id: post, reason: "spam", details: "an advert", from: address(index))
                 #expect(filed.status == .created)
                 let again = try await app.report(reporter.token, "post", id: post, reason: "abuse")
                 #expect(index == 2 ? again.status == .notFound : again.status == .conflict, "report \(index)")
@@ -49,7 +69,7 @@ import Testing
     @Test func aRemovedCopyStaysHiddenFromEveryoneButItsOwner() async throws {
         try await withApp(configure: { $0.reports.hideThreshold = 1 }) { app in
             let owner = try await app.registerTrader()
-            let reporter = try await app.registerTrader()
+            let reporter = try #require(try await app.trustedReporters(1).first)
             let copy = try #require(try await app.addCopy(owner.token, title: "Stolen goods")["id"] as? String)
             #expect(try await app.report(reporter.token, "copy", id: copy, reason: "fraud").status == .created)
             #expect(try await app.request(.get, "/v1/copies/\(copy)", token: reporter.token).status == .notFound)
@@ -101,12 +121,12 @@ import Testing
     @Test func threeSimultaneousReportsAlwaysHideTheCopy() async throws {
         try await withApp { app in
             let owner = try await app.register()
-            let reporters = [try await app.register(), try await app.register(), try await app.register()]
+            let reporters = try await app.trustedReporters(3)
             for round in 0..<8 {
                 let copy = try #require(try await app.addCopy(owner.token, title: "Round \(round)")["id"] as? String)
                 let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
-                    for reporter in reporters {
-                        group.addTask { try await app.report(reporter.token, "copy", id: copy, reason: "spam").status }
+                    for (index, reporter) in reporters.enumerated() {
+                        group.addTask { try await app.report(reporter.token, "copy", id: copy, reason: "spam", from: address(index)).status }
                     }
                     return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
                 }
@@ -115,6 +135,57 @@ import Testing
                     .decode(Bool.self).first { _ in true }
                 #expect(hidden == true, "round \(round)")
             }
+        }
+    }
+
+    /// Fresh or unverified accounts are cheap: their reports reach the queue but hide nothing.
+    @Test func unverifiedOrDayOldReportersHideNothingButTheirReportsReachTheQueue() async throws {
+        try await withApp { app in
+            let owner = try await app.registerTrader()
+            let verified = [try await app.registerTrader(), try await app.registerTrader(), try await app.registerTrader()]
+            let unverified = [try await app.register(), try await app.register(), try await app.register()]
+            let dayOldTarget = try await app.copyID(owner.token, title: "Reported by day-old accounts")
+            let unverifiedTarget = try await app.copyID(owner.token, title: "Reported by unverified accounts")
+            app.clock.advance(by: 24 * 3600)
+            for (index, reporter) in verified.enumerated() {
+                #expect(try await app.report(reporter.token, "copy", id: dayOldTarget, from: address(index)).status == .created)
+            }
+            #expect(try await !app.isHidden(dayOldTarget))
+            app.clock.advance(by: 49 * 3600)
+            for (index, reporter) in unverified.enumerated() {
+                #expect(try await app.report(reporter.token, "copy", id: unverifiedTarget, from: address(index)).status == .created)
+            }
+            #expect(try await !app.isHidden(unverifiedTarget))
+            #expect(try await app.request(.get, "/v1/copies/\(unverifiedTarget)").status == .ok)
+
+            let open = try await app.db.query("SELECT count(*)::int8 FROM reports WHERE status = 'open'").decode(Int.self)
+            for try await count in open { #expect(count == 6) }
+            let list = try await app.bookworm(["reports", "list"])
+            #expect(list.output.contains("copy \(dayOldTarget)") && list.output.contains("copy \(unverifiedTarget)"), "\(list.output)")
+
+            // The same verified people, now 73 hours old, count.
+            let later = try await app.copyID(owner.token, title: "Reported by trusted accounts")
+            for (index, reporter) in verified.enumerated() {
+                #expect(try await app.report(reporter.token, "copy", id: later, from: address(index)).status == .created)
+            }
+            #expect(try await app.isHidden(later))
+        }
+    }
+
+    @Test func trustedReportersSharingAClientAddressCountOnce() async throws {
+        try await withApp { app in
+            let owner = try await app.registerTrader()
+            let reporters = try await app.trustedReporters(5)
+            let copy = try await app.copyID(owner.token, title: "Reported from one household")
+            for reporter in reporters.prefix(3) {
+                #expect(try await app.report(reporter.token, "copy", id: copy, from: "192.0.2.77").status == .created)
+            }
+            #expect(try await !app.isHidden(copy))
+            #expect(try await app.report(reporters[3].token, "copy", id: copy, from: address(1)).status == .created)
+            #expect(try await !app.isHidden(copy))
+            // A third different address makes three.
+            #expect(try await app.report(reporters[4].token, "copy", id: copy, from: address(2)).status == .created)
+            #expect(try await app.isHidden(copy))
         }
     }
 }

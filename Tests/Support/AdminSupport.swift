@@ -22,13 +22,13 @@ extension TestApp {
         }
     }
 
-    /// `POST /v1/reports`.
+    /// `POST /v1/reports`, from the client `address`.
     func report(_ token: String, _ target: String, id: String? = nil, username: String? = nil, reason: String = "spam",
-                details: String? = nil) async throws -> TestResponse {
+                details: String? = nil, from address: String = "198.51.100.1") async throws -> TestResponse {
         var body: [String: any Sendable] = ["target": target, "reason": reason]
         if let id { body["id"] = id }
         if let username { body["username"] = username }
         if let details { body["details"] = details }
-        return try await request(.post, "/v1/reports", json: body, token: token)
+        return try await request(.post, "/v1/reports", json: body, token: token, from: address)
     }
 }
