@@ -10,6 +10,7 @@ venv="$1"
 binary="$(realpath "$2")"
 here="$(cd "$(dirname "$0")" && pwd)"
 
+# style is the lowest severity: info and style findings (DL3066, say) fail as errors do.
 "$venv/bin/hadolint" --failure-threshold style "$here/Dockerfile"
 echo "hadolint: Deploy/Dockerfile has no findings"
 

@@ -11,6 +11,7 @@ struct SystemRoutes: Sendable {
     let migrator: Migrator
     let logger: Logger
     let openAPIDocument: Data
+    let drain: ShutdownDrain
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("health/live") { request, _ in
@@ -23,8 +24,10 @@ struct SystemRoutes: Sendable {
         }
     }
 
-    /// Ready means: the database answers within the pool's deadlines and no migration is pending.
+    /// Ready means: not draining for a shutdown, the database answers within the pool's
+    /// deadlines and no migration is pending.
     @Sendable func ready(_ request: Request, context: AppRequestContext) async throws -> Response {
+        guard !drain.isDraining else { throw AppError.unavailable("The server is shutting down") }
         // The probe runs under the pool's deadlines, so an outage answers as fast as any route.
         let check = Task {
             try await client.withConnection { connection in try await connection.query("SELECT 1", logger: logger) }

@@ -31,7 +31,7 @@ struct Serve: AsyncParsableCommand {
         config.migrateOnStart = migrate
         config.runWorker = !noWorker
         let app = try await buildApplication(config: config)
-        try await app.runService()
+        try await runServing(app, config: config)
     }
 }
 

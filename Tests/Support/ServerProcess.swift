@@ -29,6 +29,8 @@ final class ServerProcess: @unchecked Sendable {
             // of 20 each they made most of the test cluster's load and connections.
             "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "6",
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
+            // Stopping takes no drain unless a test asks for one (`DrainTests`).
+            "BOOKWORM_SHUTDOWN_DRAIN_SECONDS": "0",
             "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
         ]
