@@ -175,7 +175,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: InputSanityMiddleware())
     SystemRoutes(client: client, migrator: migrator, logger: logger,
-                 openAPIDocument: try BundledResources.openAPIDocument()).addRoutes(to: router)
+                 openAPIDocument: try BundledResources.openAPIDocument(), drain: config.drain).addRoutes(to: router)
     // The pages behind the mail links (HTML, outside /v1).
     try AccountPages(mail: accountMail, publicBaseURL: config.mail.publicBaseURL).addRoutes(to: router)
     let v1 = router.group("v1")
@@ -195,7 +195,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     ReadingsRoutes(service: readings).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     ContactRoutes(service: ContactService(client: client, outbox: outbox, throttles: throttles, templates: templates,
-                                          policy: config.contact, logger: logger))
+                                          policy: config.contact, notify: config.notify, logger: logger))
         .addRoutes(authenticated: authenticated)
     BooksRoutes(books: BooksStore(client: client, logger: logger)).addRoutes(public: v1, authenticated: authenticated)
     CopiesRoutes(service: copies, users: users, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
@@ -243,14 +243,15 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
     let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
     let alerts = AlertJobParts(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock,
                                logger: logger)
+    let imports = ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)
     return JobRunner(client: client, handlers: [
         TradeSweep(service: trades),
-        ImportJob(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)),
+        ImportJob(service: imports),
         ExportJob(service: exports),
         Housekeeping(sessions: SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock),
                      throttles: ThrottleStore(client: client, logger: logger, clock: config.clock), outbox: outbox,
                      syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
-                     holds: ErasureSweep(client: client, logger: logger), exports: exports,
+                     holds: ErasureSweep(client: client, logger: logger), exports: exports, imports: imports,
                      failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
         AlertFanOut(alerts), NewWishAlerts(alerts), AlertDigest(alerts),
     ], logger: logger, clock: config.clock)

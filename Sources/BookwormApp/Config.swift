@@ -28,6 +28,9 @@ package struct Config: Sendable {
     package var feed: FeedPolicy
     package var mail: MailSettings
     package var contact: ContactPolicy
+    /// Mail one person makes the service send others: trades and contact share it
+    /// (`BOOKWORM_NOTIFY_PER_RECIPIENT_PER_DAY`, `BOOKWORM_NOTIFY_PER_SENDER_PER_HOUR`).
+    package var notify = NotifyPolicy()
     package var trades = TradePolicy()
     package var wishes = WishPolicy()
     /// Days sync tombstones are kept (`BOOKWORM_SYNC_TOMBSTONE_DAYS`); an older token is 410.
@@ -36,7 +39,8 @@ package struct Config: Sendable {
     package var erasure = ErasurePolicy()
     /// Import limits (10 MiB, 20,000 rows) and the records per job run.
     package var imports = ImportPolicy()
-    /// Different reporters that hide a copy or post until an admin decides (`BOOKWORM_REPORT_HIDE_THRESHOLD`).
+    /// Different reporters that hide a copy or post until an admin decides (`BOOKWORM_REPORT_HIDE_THRESHOLD`),
+    /// and how old their accounts must be to count (`BOOKWORM_REPORT_MIN_ACCOUNT_HOURS`).
     package var reports = ReportPolicy()
     /// Google sign-in: on with `GOOGLE_CLIENT_IDS`; keys from `GOOGLE_JWKS_URL`.
     package var google = GoogleSettings()
@@ -59,6 +63,11 @@ package struct Config: Sendable {
     package var migrateOnStart: Bool = false
     /// What every expiry, window, lease and pause is measured on; tests put a manual clock here.
     package var clock: any AppClock = SystemClock()
+    /// Seconds `serve` keeps serving after SIGTERM, `/health/ready` answering 503
+    /// (`BOOKWORM_SHUTDOWN_DRAIN_SECONDS`).
+    package var shutdownDrainSeconds: Double = 5
+    /// Whether that drain has begun, shared by the signal handler and `/health/ready`.
+    package var drain = ShutdownDrain()
 
     package init(
         host: String = "127.0.0.1",
@@ -149,6 +158,10 @@ package struct Config: Sendable {
         config.contact.perHour = try reader.int("BOOKWORM_CONTACT_PER_HOUR", range: 1...100_000) ?? defaults.contact.perHour
         config.contact.perRecipientPerDay = try reader.int("BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY", range: 1...1000)
             ?? defaults.contact.perRecipientPerDay
+        config.notify.perRecipientPerDay = try reader.int("BOOKWORM_NOTIFY_PER_RECIPIENT_PER_DAY", range: 1...10_000)
+            ?? defaults.notify.perRecipientPerDay
+        config.notify.perSenderPerHour = try reader.int("BOOKWORM_NOTIFY_PER_SENDER_PER_HOUR", range: 1...100_000)
+            ?? defaults.notify.perSenderPerHour
         config.trades.requestedDays = try reader.int("BOOKWORM_TRADE_REQUEST_DAYS", range: 1...365).map(Double.init)
             ?? defaults.trades.requestedDays
         config.trades.acceptedDays = try reader.int("BOOKWORM_TRADE_ACCEPTED_DAYS", range: 1...365).map(Double.init)
@@ -159,6 +172,8 @@ package struct Config: Sendable {
             ?? defaults.erasure.usernameHoldDays
         config.reports.hideThreshold = try reader.int("BOOKWORM_REPORT_HIDE_THRESHOLD", range: 1...1000)
             ?? defaults.reports.hideThreshold
+        config.reports.minAccountHours = try reader.int("BOOKWORM_REPORT_MIN_ACCOUNT_HOURS", range: 0...87_600)
+            ?? defaults.reports.minAccountHours
         config.google.clientIDs = (reader.string("GOOGLE_CLIENT_IDS") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         config.google.jwksURL = try reader.url("GOOGLE_JWKS_URL", schemes: ["https", "http"]) ?? defaults.google.jwksURL
@@ -172,6 +187,7 @@ package struct Config: Sendable {
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
         config.metricsHost = reader.string("BOOKWORM_METRICS_HOST") ?? defaults.metricsHost
         config.metricsPort = try reader.int("BOOKWORM_METRICS_PORT", range: 1...65535)
+        config.shutdownDrainSeconds = Double(try reader.int("BOOKWORM_SHUTDOWN_DRAIN_SECONDS", range: 0...3600) ?? 5)
         if let format = reader.string("BOOKWORM_LOG_FORMAT") {
             guard let parsed = LogFormat(rawValue: format) else {
                 throw ConfigError(variable: "BOOKWORM_LOG_FORMAT", message: "expected text or json, got '\(format)'")
@@ -193,6 +209,6 @@ extension Config {
     /// The trades' use cases, as the routes, the job runner and the moderation commands each build them.
     func tradesService(client: Database, logger: Logger) -> TradesService {
         TradesService(client: client, outbox: OutboxStore(client: client, logger: logger, clock: clock), templates: mailTemplates,
-                      policy: trades, clock: clock, logger: logger)
+                      policy: trades, notify: notify, clock: clock, logger: logger)
     }
 }

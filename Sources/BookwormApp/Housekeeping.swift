@@ -6,8 +6,8 @@ import Mail
 import Portability
 
 /// Every ten minutes deletes dead sessions and old throttle events, so those tables stay small,
-/// drops the content of long-failed mail, purges old sync tombstones, lifts username holds and
-/// drops expired exports. A recurring row on the leased `jobs` table, so one runner in the whole
+/// drops the content of long-failed mail, purges old sync tombstones, lifts username holds,
+/// drops expired exports and abandoned import uploads. A recurring row on the leased `jobs` table, so one runner in the whole
 /// deployment does it each time (it used to be a timer in every `serve` process, each sweeping
 /// the same tables), it waits while the database is away as every job does, and it runs
 /// wherever background jobs run: `serve` without `--no-worker`, or `bookworm worker`.
@@ -21,6 +21,7 @@ struct Housekeeping: JobHandler {
     let sync: SyncPolicy
     let holds: ErasureSweep
     let exports: ExportService
+    let imports: ImportService
     let failedMailRetentionDays: Int
     let logger: Logger
     let clock: any AppClock
@@ -34,6 +35,7 @@ struct Housekeeping: JobHandler {
         try await holds.lift(before: clock.now())
         try await holds.scrubConfirmations()
         try await exports.dropExpired()
+        try await imports.dropAbandonedUploads()
     }
 
     func firstRun(after now: Date) -> Date { now.addingTimeInterval(interval) }

@@ -96,7 +96,6 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     group.wait()
 }
 
-/// Latencies and statuses, appended from many threads.
 /// `GET path` on one connection while `going`, each latency into `samples`, pausing
 /// `pauseMicros` between requests (a person browsing, not a load generator).
 func probe(port: Int, _ path: String, token: String, pauseMicros: UInt32 = 0, into samples: Samples, while going: () -> Bool) {
@@ -109,6 +108,7 @@ func probe(port: Int, _ path: String, token: String, pauseMicros: UInt32 = 0, in
     }
 }
 
+/// Latencies and statuses, appended from many threads.
 final class Samples: @unchecked Sendable {
     private let lock = NSLock()
     private var latencies: [Double] = []

@@ -29,10 +29,14 @@ final class ServerUnderTest {
         environment["BOOKWORM_PORT"] = String(port)
         environment["BOOKWORM_DATA_DIR"] = dataDirectory ?? environment["BOOKWORM_BENCH_DATA_DIR"] ?? ".bookworm/bench"
         environment["LOG_LEVEL"] = "warning"
+        environment["BOOKWORM_SHUTDOWN_DRAIN_SECONDS"] = environment["BOOKWORM_SHUTDOWN_DRAIN_SECONDS"] ?? "0"
         // The benchmark's login storm is legitimate traffic from one address.
         environment["BOOKWORM_HASH_QUEUE"] = environment["BOOKWORM_HASH_QUEUE"] ?? "256"
         // So are the benchmark's dozens of accounts, all registered from 127.0.0.1.
         environment["BOOKWORM_REGISTER_MAX_PER_HOUR"] = environment["BOOKWORM_REGISTER_MAX_PER_HOUR"] ?? "100000"
+        // The trades benchmark has each borrower ask one lender for a hundred copies at once.
+        environment["BOOKWORM_NOTIFY_PER_RECIPIENT_PER_DAY"] = environment["BOOKWORM_NOTIFY_PER_RECIPIENT_PER_DAY"] ?? "10000"
+        environment["BOOKWORM_NOTIFY_PER_SENDER_PER_HOUR"] = environment["BOOKWORM_NOTIFY_PER_SENDER_PER_HOUR"] ?? "100000"
         environment["DATABASE_URL"] = nil
         process.environment = environment
         try keepDataInSharedBuffers(environment["BOOKWORM_DATA_DIR"] ?? ".bookworm/bench")

@@ -62,7 +62,8 @@ struct CSVReader {
                 quoted = true
                 atFieldStart = false
             case ",":
-                guard fields.count < maxFields else { throw Malformed(line: recordLine, message: "has more than \(maxFields) fields") }
+                // A comma always has a field after it.
+                guard fields.count + 1 < maxFields else { throw Malformed(line: recordLine, message: "has more than \(maxFields) fields") }
                 fields.append(field)
                 field = ""; fieldLength = 0
                 atFieldStart = true

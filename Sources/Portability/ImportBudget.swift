@@ -14,6 +14,11 @@ struct ImportBudget: Sendable {
     var maxDepth = 32
     /// The longest CSV field, in characters: a Goodreads review fits, a 10 MiB field does not.
     var maxFieldCharacters = 64 << 10
+    /// One JSON entry (a book, a copy) at most this long and holding at most `maxElementValues`
+    /// objects, arrays and members, so that building it stays small: an export's entries are a
+    /// few KiB.
+    var maxElementBytes = 256 << 10
+    var maxElementValues = 10_000
 }
 
 /// A JSON file's top-level elements, found byte by byte and handed over one at a time, so that
@@ -24,6 +29,7 @@ enum JSONElements {
         case tooDeep(Int)
         case tooMany
         case notJSON(line: Int)
+        case tooLarge(line: Int)
     }
 
     /// One member of the top-level object (`key` its quoted name) or element of the top-level
@@ -34,12 +40,15 @@ enum JSONElements {
         let line: Int
     }
 
-    /// Whether the top level was an object; throws past `maxDepth` or `maxElements`.
+    /// Whether the top level was an object; throws past `maxDepth` or `maxElements`, or at an
+    /// element past `budget`'s size. A UTF-8 byte-order mark is skipped.
     @discardableResult
-    static func read(_ data: Data, maxDepth: Int, maxElements: Int, _ visit: (Element) throws -> Void) throws -> Bool {
-        var scan = Scan(data: data, maxDepth: maxDepth, maxElements: maxElements)
+    static func read(_ data: Data, maxDepth: Int, maxElements: Int, budget: ImportBudget = ImportBudget(),
+                     _ visit: (Element) throws -> Void) throws -> Bool {
+        var scan = Scan(data: data, maxDepth: maxDepth, maxElements: maxElements, budget: budget)
         try data.withUnsafeBytes { bytes in
-            for offset in 0..<bytes.count { try scan.step(bytes[offset], at: offset, visit) }
+            let first = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+            for offset in first..<bytes.count { try scan.step(bytes[offset], at: offset, visit) }
         }
         guard scan.depth == 0, scan.top != 0, !scan.inString else { throw Refused.notJSON(line: scan.line) }
         return scan.top == UInt8(ascii: "{")
@@ -47,14 +56,14 @@ enum JSONElements {
 
     private struct Scan {
         let data: Data
-        let maxDepth: Int, maxElements: Int
-        var depth = 0, line = 1, count = 0
+        let maxDepth: Int, maxElements: Int, budget: ImportBudget
+        var depth = 0, line = 1, count = 0, values = 0
         var top: UInt8 = 0, closed = false
         var inString = false, escaped = false
         var start: Int?, startLine = 0, colon: Int?, valueStart: Int?
 
-        init(data: Data, maxDepth: Int, maxElements: Int) {
-            (self.data, self.maxDepth, self.maxElements) = (data, maxDepth, maxElements)
+        init(data: Data, maxDepth: Int, maxElements: Int, budget: ImportBudget) {
+            (self.data, self.maxDepth, self.maxElements, self.budget) = (data, maxDepth, maxElements, budget)
         }
 
         mutating func step(_ byte: UInt8, at offset: Int, _ visit: (Element) throws -> Void) throws {
@@ -73,6 +82,7 @@ enum JSONElements {
                 } else if depth == 1 {
                     begin(at: offset)
                 }
+                if depth >= 1 { try value() }
                 depth += 1
                 guard depth <= maxDepth else { throw Refused.tooDeep(maxDepth) }
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
@@ -81,6 +91,9 @@ enum JSONElements {
                 guard depth >= 0 else { throw Refused.notJSON(line: line) }
             case UInt8(ascii: ",") where depth == 1:
                 try end(at: offset, visit)
+            case UInt8(ascii: ","):
+                guard depth > 0 else { throw Refused.notJSON(line: line) }
+                try value()
             case UInt8(ascii: ":") where depth == 1:
                 colon = offset
             default:
@@ -88,6 +101,12 @@ enum JSONElements {
                 if depth == 1 { begin(at: offset) }
                 if byte == UInt8(ascii: "\"") { inString = true }
             }
+        }
+
+        /// One more object, array or member inside the current element, and its size so far.
+        private mutating func value() throws {
+            values += 1
+            guard values <= budget.maxElementValues else { throw Refused.tooLarge(line: startLine) }
         }
 
         /// An element's first byte (an object member's key), or its value's after the colon.
@@ -101,8 +120,9 @@ enum JSONElements {
         }
 
         private mutating func end(at offset: Int, _ visit: (Element) throws -> Void) throws {
-            defer { (start, colon, valueStart) = (nil, nil, nil) }
+            defer { (start, colon, valueStart, values) = (nil, nil, nil, 0) }
             guard let start else { return }
+            guard offset - start <= budget.maxElementBytes else { throw Refused.tooLarge(line: startLine) }
             count += 1
             guard count <= maxElements else { throw Refused.tooMany }
             guard let valueStart else { throw Refused.notJSON(line: startLine) }
@@ -116,11 +136,16 @@ enum JSONElements {
     @discardableResult
     static func read(_ data: Data, file: String, budget: ImportBudget, maxElements: Int, limit: Int,
                      _ visit: (Element) throws -> Void) throws -> Bool {
-        do { return try read(data, maxDepth: budget.maxDepth, maxElements: maxElements, visit) } catch let error as Refused {
+        do {
+            return try read(data, maxDepth: budget.maxDepth, maxElements: maxElements, budget: budget, visit)
+        } catch let error as Refused {
             switch error {
             case .tooDeep(let depth): throw AppError.invalid("file", "\(file) nests deeper than \(depth) levels")
             case .tooMany: throw AppError.invalid("file", "has more than \(limit) rows")
             case .notJSON(let line): throw AppError.invalid("file", "\(file) is not JSON (line \(line))")
+            case .tooLarge(let line):
+                throw AppError.invalid("file", "\(file): the entry at line \(line) is larger than \(budget.maxElementBytes >> 10) KiB "
+                    + "or holds more than \(budget.maxElementValues) values")
             }
         }
     }
@@ -198,7 +223,7 @@ enum ImportSniff {
             }
         case .librarything:
             let first = data.prefix(4096).drop { [0x20, 0x0A, 0x0D, 0x09, 0xEF, 0xBB, 0xBF].contains($0) }.first
-            guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else { throw AppError.invalid("file", "is not JSON") }
+            guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else { throw AppError.broken("file", "is not JSON") }
         case .goodreads:
             try header(data)
         }

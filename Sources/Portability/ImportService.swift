@@ -5,9 +5,9 @@ import NIOPosix
 import Places
 import PostgresNIO
 
-/// Imports: the upload is checked (format, size, rows) and stored with its job in one
-/// transaction; the job then imports a chunk per run, each chunk one transaction that moves the
-/// progress, so a crash resumes where it stopped and the user watches `done` grow.
+/// Imports: the upload is looked at (its first bytes) and stored in parts as it arrives, then
+/// queued; the job reads the file under `ImportBudget` and imports chunks, each one transaction
+/// that moves the progress, so a crash resumes where it stopped and the user watches `done` grow.
 package struct ImportService: Sendable {
     let client: Database
     let store: ImportStore
@@ -67,6 +67,12 @@ package struct ImportService: Sendable {
         return try await view(id, user: user)
     }
 
+    /// Housekeeping's part: uploads an hour old and still `uploading` will never complete (the
+    /// idle timeout ends a stalled one long before), so their parts go.
+    package func dropAbandonedUploads() async throws {
+        try await store.dropAbandoned(before: clock.now().addingTimeInterval(-3600))
+    }
+
     func view(_ id: UUID, user: UUID) async throws -> ImportView {
         guard let view = try await store.view(id, user: user) else { throw AppError.notFound("No import with id \(id.apiString)") }
         return view
@@ -83,8 +89,10 @@ package struct ImportService: Sendable {
                 LowPriorityThread.lowerOnce()
                 return try Self.plan(payload, format: format, maxRows: maxRows)
             }
-        } catch let error as AppError {
-            try await store.fail(id, message: Self.fileMessage(error), now: clock.now())
+        } catch {
+            // Whatever reading the file throws is the file's fault: the job must not retry it forever.
+            let message = (error as? AppError).map(Self.fileMessage) ?? "cannot be read"
+            try await store.fail(id, message: message, now: clock.now())
             return true
         }
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
@@ -93,6 +101,11 @@ package struct ImportService: Sendable {
             if try await runChunk(id, plan: plan, pins: pins) { return true }
         }
         return false
+    }
+
+    /// An import whose runs keep failing (or killing their worker) ends failed rather than retried forever.
+    func giveUp(_ id: UUID, attempts: Int) async throws {
+        try await store.fail(id, message: "could not be imported: its import stopped \(attempts) times in a row", now: clock.now())
     }
 
     /// What a refused file's error says about it, without the field name.

@@ -8,8 +8,6 @@ struct ImportStore: Sendable {
     let client: Database
     let logger: Logger
 
-    /// The import row and its job, in the caller's transaction; nil when one of the user's
-    /// imports is still queued or running (the user row's lock makes that check race-free).
     /// A new import, `uploading`, unless one of the user's is still active. An upload left
     /// `uploading` for an hour (its server stopped mid-upload) is dropped here.
     func create(user: UUID, format: ImportFormat, now: Date, on connection: PostgresConnection) async throws -> UUID? {
@@ -39,6 +37,11 @@ struct ImportStore: Sendable {
     func queue(_ id: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("UPDATE imports SET status = 'queued' WHERE id = \(id) AND status = 'uploading'", logger: logger)
         try await JobStore.enqueue(kind: ImportJob.jobKind, key: id.apiString, on: connection, logger: logger)
+    }
+
+    /// Uploads left `uploading` since before `before` (their server stopped mid-upload), with their parts.
+    func dropAbandoned(before: Date) async throws {
+        try await client.query("DELETE FROM imports WHERE status = 'uploading' AND created_at < \(before)", logger: logger)
     }
 
     /// An upload that did not complete (too large, the client went away), with its parts.

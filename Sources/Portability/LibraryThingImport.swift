@@ -11,7 +11,9 @@ enum LibraryThingImport {
         var titled = false, index = 0
         let isObject = try JSONElements.read(data, file: "the file", budget: budget, maxElements: maxRows, limit: maxRows) { element in
             defer { index += 1 }
-            guard let entry = JSONElements.object(element) else { return }
+            guard let entry = JSONElements.object(element) else {
+                return plan.errors.append(ImportLineError(line: element.line, message: "is not a book (a JSON object)"))
+            }
             titled = titled || entry["title"] != nil
             let key = JSONElements.key(element) ?? "\(entry["books_id"] ?? index)"
             let id = (entry["books_id"] as? String) ?? (entry["books_id"] as? Int).map(String.init) ?? key

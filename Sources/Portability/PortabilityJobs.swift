@@ -3,9 +3,11 @@ import Foundation
 import Logging
 
 /// `imports.run`: a few chunks per run (each its own transaction), again at once until the
-/// import is finished; the job's lease outlasts a run by far.
+/// import is finished; the job's lease outlasts a run by far. A run that completes resets the
+/// job's attempts, so `maxAttempts` counts runs that failed or never finished, one after another.
 package struct ImportJob: JobHandler {
     static let jobKind = "imports.run"
+    static let maxAttempts = 5
     package let kind = Self.jobKind
     package let recurringKey: String? = nil
     let service: ImportService
@@ -16,6 +18,10 @@ package struct ImportJob: JobHandler {
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         guard let id = UUID(uuidString: job.key) else { return .done }
+        guard job.attempts <= Self.maxAttempts else {
+            try await service.giveUp(id, attempts: job.attempts - 1)
+            return .done
+        }
         return try await service.runChunks(id) ? .done : .again(at: service.clock.now())
     }
 }

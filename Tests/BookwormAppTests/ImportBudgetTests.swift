@@ -51,7 +51,7 @@ import Glibc
         try await expectRefused(json, contentType: "application/json", saying: "nests deeper than")
     }
 
-    /// The largest honest file: a LibraryThing export of 10 MiB (JSONSerialization builds it whole).
+    /// The largest honest file: a LibraryThing export of 10 MiB (built one book at a time).
     @Test func aTenMiBLibraryThingExportImportsWithinTheBudget() async throws {
         let books = (0..<16_000).map { index in
             #"{"books_id":"\#(index)","title":"Budget Book \#(index)","primaryauthor":"Writer, Some","collections":["Your library"],"#

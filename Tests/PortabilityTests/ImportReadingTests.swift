@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import BookwormCore
+@testable import Portability
+@testable import BookwormTestSupport
+
+/// How an import's file is read: each JSON entry and CSV record within its own budget, a
+/// byte-order mark skipped, a file that keeps failing ended, an abandoned upload dropped.
+@Suite struct ImportReadingTests {
+    static func failure(_ status: [String: Any]) -> String? {
+        (status["errors"] as? [[String: Any]])?.first { $0["line"] as? Int == 0 }?["message"] as? String
+    }
+
+    @Test func oneJSONEntryPastItsBytesOrValuesIsRefusedBeforeItIsBuilt() throws {
+        let budget = ImportBudget(maxElementBytes: 1024, maxElementValues: 100)
+        let many = Data(("[[" + Array(repeating: "{}", count: 101).joined(separator: ",") + "]]").utf8)
+        let long = Data(("[\"" + String(repeating: "x", count: 1100) + "\"]").utf8)
+        var built = 0
+        for data in [many, long] {
+            #expect(throws: JSONElements.Refused.self) {
+                try JSONElements.read(data, maxDepth: 32, maxElements: 10, budget: budget) { _ in built += 1 }
+            }
+        }
+        #expect(built == 0)
+        let fits = Data(("[[" + Array(repeating: "{}", count: 40).joined(separator: ",") + "], {\"a\": [1, 2]}]").utf8)
+        try JSONElements.read(fits, maxDepth: 32, maxElements: 10, budget: budget) { _ in built += 1 }
+        #expect(built == 2)
+    }
+
+    @Test func aByteOrderMarkBeforeJSONIsSkipped() throws {
+        var keys: [String] = []
+        let isObject = try JSONElements.read(Data([0xEF, 0xBB, 0xBF]) + Data(#"{"7": {"title": "T"}}"#.utf8), maxDepth: 32,
+                                             maxElements: 10) { keys.append(JSONElements.key($0) ?? "") }
+        #expect(isObject && keys == ["7"])
+    }
+
+    @Test func aCSVRecordHoldsAtMostItsFieldCount() throws {
+        func record(_ fields: Int) -> Data { Data((Array(repeating: "a", count: fields).joined(separator: ",") + "\n").utf8) }
+        var counts: [Int] = []
+        try CSVReader.read(record(256), maxField: 10, maxFields: 256) { counts.append($0.fields.count) }
+        #expect(counts == [256])
+        #expect(throws: CSVReader.Malformed.self) { try CSVReader.read(record(257), maxField: 10, maxFields: 256) { _ in } }
+    }
+
+    @Test func aLibraryThingEntryThatIsNotABookIsNamedAndAHugeOneFailsTheImport() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token)
+            let book = #"{"books_id": "1", "title": "Kindred", "primaryauthor": "Butler, Octavia E.", "collections": ["Your library"]}"#
+            let id = try await app.importFile(me.token, Data([0xEF, 0xBB, 0xBF]) + Data("[\(book),\n\"a string\"]".utf8),
+                                              contentType: "application/json")
+            try await app.runAllJobs()
+            let status = try await app.importStatus(me.token, id)
+            #expect(status["status"] as? String == "done")
+            #expect((status["created"] as? [String: Int])?["copies"] == 1)
+            #expect((status["errors"] as? [[String: Any]])?.compactMap { $0["line"] as? Int } == [2])
+
+            // One entry of a million empty objects: refused while scanning, never built.
+            let huge = "[[" + Array(repeating: "{}", count: 1_000_000).joined(separator: ",") + "]]"
+            let hugeID = try await app.importFile(me.token, Data(huge.utf8), contentType: "application/json")
+            try await app.runAllJobs()
+            let refused = try await app.importStatus(me.token, hugeID)
+            #expect(refused["status"] as? String == "failed")
+            #expect(Self.failure(refused)?.contains("the entry at line 1 is larger than") == true)
+        }
+    }
+
+    @Test func anImportWhoseRunsKeepFailingEndsFailed() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            // As if five runs in a row had died (a crash, a killed worker) before finishing.
+            try await app.db.query("UPDATE jobs SET attempts = \(ImportJob.maxAttempts) WHERE kind = 'imports.run'")
+            try await app.runAllJobs()
+            let status = try await app.importStatus(me.token, id)
+            #expect(status["status"] as? String == "failed")
+            #expect(Self.failure(status)?.contains("stopped 5 times") == true)
+            #expect(try await app.count("SELECT count(*) FROM jobs WHERE kind = 'imports.run'", user: me.id) == 0)
+        }
+    }
+
+    @Test func housekeepingDropsAnUploadItsServerNeverFinished() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            try await app.db.query("""
+                UPDATE imports SET status = 'uploading', created_at = \(app.clock.now()) - interval '61 minutes';
+                """)
+            try await app.db.query("DELETE FROM jobs WHERE kind = 'imports.run'")
+            #expect(try await app.count("SELECT count(*) FROM import_parts", user: me.id) > 0)
+            // Housekeeping is a recurring job, first due ten minutes after the runner made its row.
+            try await app.runAllJobs()
+            app.clock.advance(by: 601)
+            try await app.runAllJobs()
+            #expect(try await app.request(.get, "/v1/me/imports/\(id)", token: me.token).status == .notFound)
+            #expect(try await app.count("SELECT count(*) FROM import_parts", user: me.id) == 0)
+        }
+    }
+}
