@@ -84,9 +84,10 @@ struct ImportStore: Sendable {
                    total
             FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
             """, logger: logger)
-        for try await (user, format, payload, total) in rows.decode((UUID, String, ByteBuffer?, Int).self) {
+        // Decoded as Data, a large payload is the row's own buffer, not a second copy of the file.
+        for try await (user, format, payload, total) in rows.decode((UUID, String, Data?, Int).self) {
             guard let format = ImportFormat(rawValue: format), let payload else { return nil }
-            return Pending(user: user, format: format, payload: Data(payload.readableBytesView), total: total)
+            return Pending(user: user, format: format, payload: payload, total: total)
         }
         return nil
     }
