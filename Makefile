@@ -2,11 +2,13 @@
 # Both install what is missing first (`make deps`).
 
 SWIFT ?= swift
-APT_PACKAGES := libsodium-dev libcurl4-openssl-dev zlib1g-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv systemd
+APT_PACKAGES := libsodium-dev libcurl4-openssl-dev libvips-dev libvips-tools zlib1g-dev postgresql postgresql-contrib pkg-config python3-aiosmtpd python3-venv systemd
 BENCH_PACKAGES := wrk postgresql-15-postgis-3
 # A real browser for the pages behind the mail links (PagesTests), driven by selenium in $(VENV).
 BROWSER_PACKAGES := chromium chromium-driver
 SELENIUM_VERSION := 4.38.0
+# An independent BlurHash decoder (PyPI) that the photo tests check ours against, in $(VENV).
+BLURHASH_VERSION := 1.1.4
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # The test cluster's folder: inside the checkout when the `postgres` user (which runs it when we
@@ -24,7 +26,7 @@ DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
 HADOLINT_VERSION := 2.15.1
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 
-.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-growth bench-roundtrip bench-summary seed stop-test-db clean
+.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-photos bench-growth bench-roundtrip bench-summary seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -61,6 +63,9 @@ browser-deps: conformance-deps
 	fi
 	@if ! "$(VENV)/bin/python" -c "import selenium, sys; sys.exit(selenium.__version__ != '$(SELENIUM_VERSION)')" 2>/dev/null; then \
 		"$(VENV)/bin/pip" install -q "selenium==$(SELENIUM_VERSION)"; \
+	fi
+	@if ! "$(VENV)/bin/python" -c "import blurhash" 2>/dev/null; then \
+		"$(VENV)/bin/pip" install -q "blurhash==$(BLURHASH_VERSION)"; \
 	fi
 
 deploy-deps: deps
@@ -141,6 +146,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench trades
 	$(SWIFT) run -c release --skip-build BookwormBench shelf
 	$(SWIFT) run -c release --skip-build BookwormBench portability
+	$(SWIFT) run -c release --skip-build BookwormBench photos
 	$(SWIFT) run -c release --skip-build BookwormBench roundtrip
 	$(SWIFT) run -c release --skip-build BookwormBench growth
 	@echo; echo "Summary (every benchmark's .bookworm/bench/results/*.json), also written to docs/benchmarks.md:"
@@ -172,6 +178,9 @@ bench-shelf: bench-build
 
 bench-portability: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench portability
+
+bench-photos: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench photos
 
 # p50/p99 of five paths at 100k, 1M and 5M copies (each size its own cluster under .bookworm/growth;
 # the first run seeds them: about an hour on two cores, 5M alone took 31 to 82 minutes here).

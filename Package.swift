@@ -51,6 +51,14 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // Photos through libvips: its headers and flags from pkg-config, and a C shim over its
+        // variadic functions, which Swift cannot call.
+        .systemLibrary(
+            name: "CVipsLib",
+            pkgConfig: "vips",
+            providers: [.apt(["libvips-dev"])]
+        ),
+        .target(name: "CVips", dependencies: ["CVipsLib"]),
         // SMTP through libcurl: a C shim, since Swift cannot call the variadic curl_easy_setopt.
         .target(
             name: "CCurl",
@@ -81,7 +89,7 @@ let package = Package(
                     .product(name: "Mustache", package: "swift-mustache"),
                 ]),
         .target(name: "Places", dependencies: ["BookwormCore", "Accounts"] + common),
-        .target(name: "Catalog", dependencies: ["BookwormCore", "Accounts", "Places"] + common),
+        .target(name: "Catalog", dependencies: ["BookwormCore", "Accounts", "Places", "CVips"] + common),
         .target(name: "Discovery", dependencies: ["BookwormCore", "Mail", "Accounts", "Places", "Catalog"] + common),
         .target(name: "Exchange", dependencies: ["BookwormCore", "Mail", "Accounts", "Catalog", "Discovery"] + common),
         .target(name: "Portability",
@@ -125,7 +133,7 @@ let package = Package(
         .testTarget(name: "MailTests", dependencies: testDependencies),
         .testTarget(name: "AccountsTests", dependencies: testDependencies),
         .testTarget(name: "PlacesTests", dependencies: testDependencies),
-        .testTarget(name: "CatalogTests", dependencies: testDependencies),
+        .testTarget(name: "CatalogTests", dependencies: testDependencies + ["CVips"]),
         .testTarget(name: "DiscoveryTests", dependencies: testDependencies),
         .testTarget(name: "ExchangeTests", dependencies: testDependencies),
         .testTarget(name: "PortabilityTests", dependencies: testDependencies),

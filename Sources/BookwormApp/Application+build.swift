@@ -58,9 +58,11 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         }
     }
     let hasher = try PasswordHasher(settings: config.hashing)
-    let parts = try makeRouter(config: config, client: database, reads: reads, hasher: hasher, migrator: migrator, logger: logger)
+    let photoMaker = try PhotoMaker(settings: config.photos)
+    let parts = try makeRouter(config: config, client: database, reads: reads, hasher: hasher, photoMaker: photoMaker, migrator: migrator,
+                               logger: logger)
     parts.router.addMethodNotAllowedResponders()
-    services += [hasher] + parts.services
+    services += [hasher, photoMaker] + parts.services
     if let port = config.metricsPort {
         services.append(metricsService(host: config.metricsHost, port: port,
                                        scrape: MetricsScrape(database: database, hasher: hasher, logger: logger), logger: logger))
@@ -148,7 +150,8 @@ func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bo
 /// `reads` serves the read-only search endpoints (library, someone's copies, nearby, map, the
 /// feed): the replica when `DATABASE_READ_URL` is set, else the primary. What a user just wrote
 /// and reads back (`/v1/me/…`, a post by id) stays on the primary.
-func makeRouter(config: Config, client: Database, reads: Database, hasher: PasswordHasher, migrator: Migrator, logger: Logger)
+func makeRouter(config: Config, client: Database, reads: Database, hasher: PasswordHasher, photoMaker: PhotoMaker, migrator: Migrator,
+                logger: Logger)
     throws -> (router: Router<AppRequestContext>, services: [any Service])
 {
     let sessionCache = SessionCache()
@@ -201,6 +204,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     CopiesRoutes(service: copies, users: users, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
                  publicUsers: AccountsStore(client: reads, logger: logger))
         .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
+    PhotosRoutes(service: PhotosService(client: client, maker: photoMaker, settings: config.photos, logger: logger))
+        .addRoutes(public: v1, authenticated: authenticated)
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
     MapRoutes(map: MapStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
@@ -254,5 +259,6 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
                      holds: ErasureSweep(client: client, logger: logger), exports: exports, imports: imports,
                      failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
         AlertFanOut(alerts), NewWishAlerts(alerts), AlertDigest(alerts),
+        PhotoRemake(service: PhotosService(client: client, maker: nil, settings: config.photos, logger: logger), clock: config.clock),
     ], logger: logger, clock: config.clock)
 }

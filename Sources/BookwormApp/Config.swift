@@ -1,4 +1,5 @@
 import Accounts
+import Catalog
 import BookwormCore
 import Discovery
 import Exchange
@@ -23,6 +24,8 @@ package struct Config: Sendable {
     /// Connection acquisition and statement deadlines (`BOOKWORM_DB_ACQUIRE_TIMEOUT_MS`, `BOOKWORM_DB_STATEMENT_TIMEOUT_MS`).
     package var databaseDeadlines = DatabaseDeadlines()
     var hashing: PasswordHasher.Settings
+    /// Photos made at once (`BOOKWORM_IMAGE_CONCURRENCY`, default: cores) and waiting (`BOOKWORM_IMAGE_QUEUE`).
+    package var photos = PhotoMaker.Settings()
     package var sessions: SessionPolicy
     package var throttles: ThrottlePolicy
     package var feed: FeedPolicy
@@ -140,6 +143,8 @@ package struct Config: Sendable {
             concurrency: reader.int("BOOKWORM_HASH_CONCURRENCY", range: 1...256) ?? defaults.hashing.concurrency,
             queueLimit: reader.int("BOOKWORM_HASH_QUEUE", range: 0...100_000) ?? defaults.hashing.queueLimit
         )
+        if let concurrency = try reader.int("BOOKWORM_IMAGE_CONCURRENCY", range: 1...256) { config.photos = .init(concurrency: concurrency) }
+        config.photos.queueLimit = try reader.int("BOOKWORM_IMAGE_QUEUE", range: 0...10_000) ?? config.photos.queueLimit
         config.sessions = try SessionPolicy(
             idleTimeout: reader.int("BOOKWORM_SESSION_IDLE_DAYS", range: 1...3650).map { Double($0) * 86400 }
                 ?? defaults.sessions.idleTimeout,

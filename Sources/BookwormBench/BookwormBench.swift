@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
     )
 }
 
@@ -142,6 +142,19 @@ struct PortabilityCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await PortabilityBenchmark(objects: objects, changes: changes, runs: runs, lines: lines, port: port).run()
+    }
+}
+
+struct PhotosCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "photos",
+        abstract: "12-megapixel JPEGs through PUT into six files each vs `vips thumbnail`; peak RSS of 8 uploads; others' p99 meanwhile.")
+
+    @Option(help: "Pictures to upload (and to make with vips thumbnail).") var images = 24
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await PhotosBenchmark(images: images, port: port).run()
     }
 }
 

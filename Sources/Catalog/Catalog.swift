@@ -105,6 +105,8 @@ package struct CopyView: Encodable, Sendable {
     let notes: String?
     package let pinID: UUID?
     let photoID: String?
+    /// Nil until the photo has its sizes (an upload stored before photos were made anew).
+    let photo: PhotoInfo?
     package let createdAt: Date
     package let updatedAt: Date
     /// Keyset position, not part of the JSON.
@@ -112,7 +114,7 @@ package struct CopyView: Encodable, Sendable {
 
     package var cursor: Cursor { Cursor(micros: createdMicros, id: id) }
 
-    package init(id: UUID, book: BookSummary, owner: OwnerSummary, condition: String, status: String, notes: String? = nil, pinID: UUID? = nil, photoID: String? = nil, createdAt: Date, updatedAt: Date, createdMicros: Int64) {
+    package init(id: UUID, book: BookSummary, owner: OwnerSummary, condition: String, status: String, notes: String? = nil, pinID: UUID? = nil, photoID: String? = nil, photo: PhotoInfo? = nil, createdAt: Date, updatedAt: Date, createdMicros: Int64) {
         self.id = id
         self.book = book
         self.owner = owner
@@ -121,6 +123,7 @@ package struct CopyView: Encodable, Sendable {
         self.notes = notes
         self.pinID = pinID
         self.photoID = photoID
+        self.photo = photo
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.createdMicros = createdMicros
@@ -128,7 +131,7 @@ package struct CopyView: Encodable, Sendable {
 
     package enum CodingKeys: String, CodingKey {
         case id, book, owner, condition, status, notes
-        case pinID = "pin_id", photoURL = "photo_url", createdAt = "created_at", updatedAt = "updated_at"
+        case photo, pinID = "pin_id", photoURL = "photo_url", createdAt = "created_at", updatedAt = "updated_at"
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -140,6 +143,7 @@ package struct CopyView: Encodable, Sendable {
         try container.encode(status, forKey: .status)
         try container.encode(notes, forKey: .notes)
         try container.encode(pinID?.apiString, forKey: .pinID)
+        try container.encode(photo, forKey: .photo)
         try container.encode(photoID.map { "/v1/photos/\($0)" }, forKey: .photoURL)
         try container.encode(createdAt, forKey: .createdAt)
         try container.encode(updatedAt, forKey: .updatedAt)
@@ -248,6 +252,8 @@ extension CopyView: JSONWritable {
             json.key("id"); json.uuid(id)
             json.key("notes"); json.string(notes)
             json.key("owner"); owner.write(to: &json)
+            json.key("photo")
+            if let photo { photo.write(to: &json) } else { json.null() }
             json.key("photo_url"); json.string(photoID.map { "/v1/photos/\($0)" })
             if let nearby { nearby.place.writePin(to: &json) }
             json.key("pin_id"); json.uuid(pinID)
@@ -264,6 +270,56 @@ extension PublicPlace {
         json.object { json in
             json.key("latitude"); json.number(latitude)
             json.key("longitude"); json.number(longitude)
+        }
+    }
+}
+
+/// A copy's photo as apps show it: its full size's dimensions, a placeholder, and a URL per size.
+package struct PhotoInfo: Encodable, Sendable, JSONWritable {
+    let id: String
+    let width: Int
+    let height: Int
+    let blurhash: String
+
+    /// From the copy rows' photo column: "width height blurhash" (nil until the photo has its sizes).
+    init?(id: String?, column: String?) {
+        guard let id, let parts = column?.split(separator: " "), parts.count == 3, let width = Int(parts[0]), let height = Int(parts[1]) else {
+            return nil
+        }
+        self.init(id: id, width: width, height: height, blurhash: String(parts[2]))
+    }
+
+    init(id: String, width: Int, height: Int, blurhash: String) {
+        (self.id, self.width, self.height, self.blurhash) = (id, width, height, blurhash)
+    }
+
+    var urls: [String: String] {
+        Dictionary(uniqueKeysWithValues: MadePhoto.Size.allCases.map { ($0.rawValue, "/v1/photos/\(id)?size=\($0.rawValue)") })
+    }
+
+    enum CodingKeys: String, CodingKey { case id, width, height, blurhash, urls }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(blurhash, forKey: .blurhash)
+        try container.encode(height, forKey: .height)
+        try container.encode(id, forKey: .id)
+        try container.encode(urls, forKey: .urls)
+        try container.encode(width, forKey: .width)
+    }
+
+    package func write(to json: inout JSONWriter) {
+        json.object { json in
+            json.key("blurhash"); json.string(blurhash)
+            json.key("height"); json.number(Double(height))
+            json.key("id"); json.string(id)
+            json.key("urls")
+            json.object { json in
+                json.key("card"); json.string("/v1/photos/\(id)?size=card")
+                json.key("full"); json.string("/v1/photos/\(id)?size=full")
+                json.key("thumb"); json.string("/v1/photos/\(id)?size=thumb")
+            }
+            json.key("width"); json.number(Double(width))
         }
     }
 }

@@ -7,15 +7,13 @@ import NIOCore
 import Places
 import PostgresNIO
 
-/// `/v1/me/copies`, `/v1/copies*`, `/v1/photos/{id}`, `/v1/users/{username}/copies`.
+/// `/v1/me/copies`, `/v1/copies*`, `/v1/users/{username}/copies`.
 package struct CopiesRoutes: Sendable {
     let service: CopiesService
     let users: AccountsStore
     /// The library and someone's copies: the read replica's when there is one.
     let library: CopiesService
     let publicUsers: AccountsStore
-
-    static let maxPhotoBytes = 5 << 20
 
     package init(service: CopiesService, users: AccountsStore, library: CopiesService? = nil, publicUsers: AccountsStore? = nil) {
         self.service = service
@@ -28,13 +26,11 @@ package struct CopiesRoutes: Sendable {
                    authenticated: RouterGroup<AppRequestContext>) {
         optionallyAuthenticated.get("copies", use: library)
         optionallyAuthenticated.get("copies/:id", use: get)
-        group.get("photos/:id", use: photo)
         optionallyAuthenticated.get("users/:username/copies", use: userCopies)
         authenticated.post("me/copies", use: create)
         authenticated.get("me/copies", use: mine)
         authenticated.patch("copies/:id", use: update)
         authenticated.delete("copies/:id", use: delete)
-        authenticated.put("copies/:id/photo", use: putPhoto)
     }
 
     @Sendable func library(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -117,49 +113,5 @@ package struct CopiesRoutes: Sendable {
         let id = try context.parameters.uuid("id")
         try await service.delete(owner: owner, id: id)
         return .noContent()
-    }
-
-    /// The type is taken from the bytes and must agree with `Content-Type`.
-    @Sendable func putPhoto(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let owner = try context.requireSession().user.id
-        let id = try context.parameters.uuid("id")
-        let declared = request.headers[.contentType]?.split(separator: ";").first
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard let declared, ImageType.allowed.contains(declared) else {
-            throw AppError.unsupportedMediaType("Content-Type must be one of \(ImageType.allowed.sorted().joined(separator: ", "))")
-        }
-        var request = request
-        let data = try await request.collectLimitedBody(limit: Self.maxPhotoBytes)
-        guard let sniffed = ImageType.sniff(data), sniffed == declared else {
-            throw AppError.unsupportedMediaType("The body is not a \(declared) image")
-        }
-        let photoID = try await service.setPhoto(owner: owner, id: id, bytes: data, contentType: sniffed)
-        return try .json(["photo_url": "/v1/photos/\(photoID)"], for: request)
-    }
-
-    /// Content-addressed, so the bytes behind an id never change: cache forever.
-    @Sendable func photo(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let id = try context.parameters.require("id").lowercased()
-        let etag = "\"\(id)\""
-        if let condition = request.headers[.ifNoneMatch], ETagMatch.matches(condition, etag: etag) {
-            return Response(status: .notModified, headers: [.eTag: etag, .cacheControl: "public, max-age=31536000, immutable"])
-        }
-        let photo = try await service.photo(id)
-        return Response(status: .ok, headers: [.contentType: photo.contentType, .eTag: etag,
-                                               .cacheControl: "public, max-age=31536000, immutable"],
-                        body: .init(byteBuffer: photo.bytes))
-    }
-}
-
-/// Recognises the accepted image formats by their magic numbers.
-enum ImageType {
-    static let allowed: Set<String> = ["image/jpeg", "image/png", "image/webp"]
-
-    static func sniff(_ data: Data) -> String? {
-        let bytes = [UInt8](data.prefix(12))
-        if bytes.starts(with: [0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
-        if bytes.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "image/png" }
-        if bytes.count == 12, bytes.starts(with: Array("RIFF".utf8)), Array(bytes[8..<12]) == Array("WEBP".utf8) { return "image/webp" }
-        return nil
     }
 }

@@ -97,23 +97,6 @@ package struct CopiesService: Sendable {
         }
     }
 
-    /// Stores the picture (content-addressed) and returns its id; the one it replaces goes
-    /// when no copy shows it any more.
-    func setPhoto(owner: UUID, id: UUID, bytes: Data, contentType: String) async throws -> String {
-        try await client.transaction(logger: logger) { connection in
-            let previous = try await copies.lockOwned(id, by: owner, on: connection)
-            let photoID = try await photos.put(ByteBuffer(bytes: bytes), contentType: contentType, on: connection)
-            try await copies.setPhoto(id, photoID: photoID, on: connection)
-            if let previous, previous != photoID { try await photos.deleteIfOrphaned(previous, on: connection) }
-            return photoID
-        }
-    }
-
-    func photo(_ id: String) async throws -> (contentType: String, bytes: ByteBuffer) {
-        guard id.count == 64, let photo = try await photos.get(id) else { throw AppError.notFound("No photo with id \(id.prefix(64))") }
-        return photo
-    }
-
     /// Trades alone reserve and lend; a copy someone has asked for keeps its status until the
     /// requests are answered.
     private func requireStatusChange(_ id: UUID, to status: CopyStatus, on connection: PostgresConnection) async throws {

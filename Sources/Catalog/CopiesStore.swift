@@ -35,11 +35,13 @@ package struct CopiesStore: Sendable {
     package static let columns = """
         c.id, c.condition, c.status, c.notes, c.pin_id, c.photo_id, c.created_at, c.updated_at,
         (EXTRACT(EPOCH FROM c.created_at) * 1000000)::int8,
-        b.id, b.isbn13, b.title, b.authors, u.id, u.username, u.display_name
+        b.id, b.isbn13, b.title, b.authors, u.id, u.username, u.display_name,
+        CASE WHEN c.photo_id IS NOT NULL THEN
+            (SELECT p.width || ' ' || p.height || ' ' || p.blurhash FROM photos p WHERE p.id = c.photo_id) END
         """
     package static let joins = "FROM copies c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id"
     /// How many of `columns` there are: a statement's own columns after them start here.
-    static let columnCount = 16
+    static let columnCount = 17
 
     /// Copies older than the cursor whose position and id are the parameters `micros` and `id`,
     /// in (created_at, id) order: every library statement's keyset.
@@ -48,12 +50,13 @@ package struct CopiesStore: Sendable {
     }
 
     package typealias Row = (UUID, String, String, String?, UUID?, String?, Date, Date, Int64,
-                     UUID, String?, String, [String], UUID, String, String?)
+                     UUID, String?, String, [String], UUID, String, String?, String?)
 
     package static func view(_ row: Row) -> CopyView {
         CopyView(id: row.0, book: BookSummary(id: row.9, isbn13: row.10, title: row.11, authors: row.12),
                  owner: OwnerSummary(id: row.13, username: row.14, displayName: row.15),
                  condition: row.1, status: row.2, notes: row.3, pinID: row.4, photoID: row.5,
+                 photo: PhotoInfo(id: row.5, column: row.16),
                  createdAt: row.6, updatedAt: row.7, createdMicros: row.8)
     }
 
@@ -66,7 +69,7 @@ package struct CopiesStore: Sendable {
                 try cell(6).decode(Date.self), try cell(7).decode(Date.self), try cell(8).decode(Int64.self),
                 try cell(9).decode(UUID.self), try cell(10).decode(String?.self), try cell(11).decode(String.self),
                 try cell(12).decode([String].self), try cell(13).decode(UUID.self), try cell(14).decode(String.self),
-                try cell(15).decode(String?.self))
+                try cell(15).decode(String?.self), try cell(16).decode(String?.self))
     }
 
     package func create(ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,

@@ -3,7 +3,9 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Photo bytes in PostgreSQL, one row per distinct content (keyed by SHA-256).
+/// Photos in PostgreSQL: a row per picture (keyed by the SHA-256 of its full-size JPEG) and its
+/// six files. Rows stored before photos were made anew hold their upload in `bytes` until
+/// `PhotoRemake` replaces them.
 package struct PhotosStore: Sendable {
     package let client: Database
     package let logger: Logger
@@ -13,22 +15,61 @@ package struct PhotosStore: Sendable {
         self.logger = logger
     }
 
-    /// Stores the bytes unless identical bytes are already there; returns the id. The
-    /// conflict path still touches the row so it stays locked until our transaction ends and a
-    /// concurrent orphan clean-up cannot remove it in between.
-    package func put(_ bytes: ByteBuffer, contentType: String, on connection: PostgresConnection) async throws -> String {
-        let id = Digest.hex(Digest.sha256(bytes.readableBytesView))
-        try await connection.query("""
-            INSERT INTO photos (id, content_type, bytes) VALUES (\(id), \(contentType), \(bytes))
-            ON CONFLICT (id) DO UPDATE SET content_type = EXCLUDED.content_type
+    /// Stores the photo unless the same picture is already there; returns its id. The conflict
+    /// path still touches the row so it stays locked until our transaction ends and a concurrent
+    /// orphan clean-up cannot remove it in between.
+    package func put(_ photo: MadePhoto, on connection: PostgresConnection) async throws -> String {
+        let id = photo.id
+        let rows = try await connection.query("""
+            INSERT INTO photos (id, width, height, blurhash) VALUES (\(id), \(photo.width), \(photo.height), \(photo.blurhash))
+            ON CONFLICT (id) DO UPDATE SET width = EXCLUDED.width
+            RETURNING xmax = 0
             """, logger: logger)
+        var inserted = false
+        for try await fresh in rows.decode(Bool.self) { inserted = fresh }
+        guard inserted else { return id }
+        for (size, formats) in photo.files {
+            for (format, bytes) in formats {
+                try await connection.query("""
+                    INSERT INTO photo_files (photo_id, size, format, bytes) VALUES (\(id), \(size.rawValue), \(format.rawValue), \(bytes))
+                    """, logger: logger)
+            }
+        }
         return id
     }
 
-    package func get(_ id: String) async throws -> (contentType: String, bytes: ByteBuffer)? {
-        let rows = try await client.query("SELECT content_type, bytes FROM photos WHERE id = \(id)", logger: logger)
-        for try await (type, bytes) in rows.decode((String, ByteBuffer).self) { return (type, bytes) }
+    /// One of a photo's files; nil when there is no such photo, or it is an upload not made anew yet
+    /// (`uploaded` then says so).
+    package func file(_ id: String, size: MadePhoto.Size, format: MadePhoto.Format) async throws -> (bytes: ByteBuffer?, uploaded: Bool) {
+        let rows = try await client.query("""
+            SELECT (SELECT f.bytes FROM photo_files f WHERE f.photo_id = p.id AND f.size = \(size.rawValue) AND f.format = \(format.rawValue)),
+                   p.bytes IS NOT NULL
+            FROM photos p WHERE p.id = \(id)
+            """, logger: logger)
+        for try await (bytes, uploaded) in rows.decode((ByteBuffer?, Bool).self) { return (bytes, uploaded) }
+        return (nil, false)
+    }
+
+    /// The oldest upload not made anew yet, locked (others skip it), or nil.
+    func lockNextUploaded(on connection: PostgresConnection) async throws -> (id: String, bytes: Data)? {
+        try await lockUploaded(nil, on: connection)
+    }
+
+    /// That upload, locked, when `id` is one; nil when another remake has taken or replaced it.
+    func lockUploaded(_ id: String?, on connection: PostgresConnection) async throws -> (id: String, bytes: Data)? {
+        let rows = try await connection.query("""
+            SELECT id, bytes FROM photos WHERE bytes IS NOT NULL AND (\(id)::text IS NULL OR id = \(id))
+            ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+            """, logger: logger)
+        for try await (id, bytes) in rows.decode((String, Data).self) { return (id, bytes) }
         return nil
+    }
+
+    /// The copies showing `old` show `new` instead, and `old` goes (with its upload).
+    func replace(_ old: String, with new: String?, on connection: PostgresConnection) async throws {
+        try await connection.query("UPDATE copies SET photo_id = \(new), updated_at = clock_timestamp() WHERE photo_id = \(old)",
+                                   logger: logger)
+        try await connection.query("DELETE FROM photos WHERE id = \(old)", logger: logger)
     }
 
     /// Removes a photo no copy points at any more. The row lock on the photo makes a racing

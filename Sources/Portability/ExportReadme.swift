@@ -18,7 +18,7 @@ extension ExportService {
             trades.json    \(count("trade")) trades you took part in, with their events
             posts.json     \(count("post")) posts you wrote
             blocks.json    \(count("block")) users you block
-            photos/        \(photos) photos of your copies, named by the SHA-256 of their bytes
+            photos/        \(photos) photos of your copies (full size, JPEG), named by the SHA-256 of their bytes
 
             To move to a new account, sign in there and send this zip unchanged to
             POST /v1/me/imports with Content-Type: application/zip. Your pins, copies, readings and

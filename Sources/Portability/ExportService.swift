@@ -70,8 +70,7 @@ package struct ExportService: Sendable {
         try add(archive, "profile.json", try encoder.encode(try await store.profile(of: user)))
         let photos = try await store.photos(of: user)
         for photo in photos {
-            let ext = photo.contentType == "image/png" ? "png" : photo.contentType == "image/webp" ? "webp" : "jpg"
-            try add(archive, "photos/\(photo.id).\(ext)", Data(photo.bytes.readableBytesView))
+            try add(archive, "photos/\(photo.id).jpg", Data(photo.bytes.readableBytesView))
         }
         try add(archive, "README.txt", Data(Self.readme(counts: counts, photos: photos.count, at: clock.now()).utf8))
         guard let data = archive.data else { throw AppError.unavailable("the export archive has no bytes") }

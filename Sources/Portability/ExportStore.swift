@@ -83,15 +83,17 @@ struct ExportStore: Sendable {
         return [:]
     }
 
-    /// The photos of the user's copies, each once.
-    func photos(of user: UUID) async throws -> [(id: String, contentType: String, bytes: ByteBuffer)] {
+    /// The photos of the user's copies, each once, as their full-size JPEG (an upload not made
+    /// anew yet is left out: what is exported is what is shown).
+    func photos(of user: UUID) async throws -> [(id: String, bytes: ByteBuffer)] {
         let rows = try await client.query("""
-            SELECT p.id, p.content_type, p.bytes FROM photos p
-            WHERE p.id IN (SELECT photo_id FROM copies WHERE owner_id = \(user) AND photo_id IS NOT NULL)
+            SELECT f.photo_id, f.bytes FROM photo_files f
+            WHERE f.size = 'full' AND f.format = 'jpeg'
+              AND f.photo_id IN (SELECT photo_id FROM copies WHERE owner_id = \(user) AND photo_id IS NOT NULL)
             """, logger: logger)
-        var photos: [(String, String, ByteBuffer)] = []
-        for try await row in rows.decode((String, String, ByteBuffer).self) { photos.append(row) }
-        return photos.map { (id: $0.0, contentType: $0.1, bytes: $0.2) }
+        var photos: [(id: String, bytes: ByteBuffer)] = []
+        for try await (id, bytes) in rows.decode((String, ByteBuffer).self) { photos.append((id, bytes)) }
+        return photos
     }
 
     func finish(_ id: UUID, archive: Data, now: Date, keep: TimeInterval) async throws {

@@ -214,7 +214,8 @@ import Testing
         let logger = Logger(label: "test")
         let database = Database(client: settings.makeClient(logger: logger))
         let parts = try makeRouter(config: Config(), client: database, reads: database,
-                                   hasher: PasswordHasher(settings: .fastForTests), migrator: Migrator.bundled(), logger: logger)
+                                   hasher: PasswordHasher(settings: .fastForTests), photoMaker: PhotoMaker(settings: .init(concurrency: 1)),
+                                   migrator: Migrator.bundled(), logger: logger)
         let served = Set(parts.router.routes.filter { $0.method != .head }.map { route -> String in
             let path = route.path.description.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
             return "\(route.method.rawValue) /" + path.joined(separator: "/")

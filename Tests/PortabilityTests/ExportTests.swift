@@ -15,7 +15,8 @@ import ZIPFoundation
             try await app.addPin(me.token, label: "Café", latitude: 48.86, longitude: 2.34, kind: "meetup")
             let first = try #require(try await app.addCopy(me.token, title: "Le Petit Prince", authors: ["Antoine de Saint-Exupéry"],
                                                           isbn: "9780156012195")["id"] as? String)
-            try await app.db.query("INSERT INTO photos (id, content_type, bytes) VALUES (repeat('b', 64), 'image/png', '\\x89504e47')")
+            try await app.db.query("INSERT INTO photos (id, width, height, blurhash) VALUES (repeat('b', 64), 2, 1, 'L00000fQfQfQfQfQfQfQfQfQfQfQ')")
+            try await app.db.query("INSERT INTO photo_files VALUES (repeat('b', 64), 'full', 'jpeg', '\\xffd8ffd9')")
             try await app.db.query("UPDATE copies SET photo_id = repeat('b', 64) WHERE id = \(UUID(uuidString: first))")
             try await app.addCopy(me.token, title: "Un livre sans ISBN", authors: ["Anonyme"], condition: "fair")
             let book = try #require((try await app.addCopy(me.token, title: "L'Étranger", authors: ["Albert Camus"])["book"]
@@ -39,7 +40,7 @@ import ZIPFoundation
             let archive = try Archive(data: zip, accessMode: .read)
             let names = Set(archive.map(\.path))
             #expect(names.isSuperset(of: ["README.txt", "profile.json", "pins.json", "copies.json", "readings.json", "wishes.json",
-                                          "trades.json", "posts.json", "blocks.json", "photos/\(String(repeating: "b", count: 64)).png"]))
+                                          "trades.json", "posts.json", "blocks.json", "photos/\(String(repeating: "b", count: 64)).jpg"]))
             var pinsJSON = Data()
             _ = try archive.extract(try #require(archive["pins.json"])) { pinsJSON.append($0) }
             let pins = try JSONSerialization.jsonObject(with: pinsJSON) as? [[String: Any]]

@@ -1,0 +1,218 @@
+#include "bookworm_vips.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <vips/vips.h>
+
+static pthread_once_t started = PTHREAD_ONCE_INIT;
+static int start_result = -1;
+
+static void start_once(void) {
+    if (VIPS_INIT("bookworm")) return;
+    /* Memory has a ceiling: no cache of operations or files, one worker thread per image
+       (the server decides how many images run at once). */
+    vips_cache_set_max(0);
+    vips_cache_set_max_mem(0);
+    vips_cache_set_max_files(0);
+    vips_concurrency_set(1);
+    vips_block_untrusted_set(TRUE);
+    vips_operation_block_set("VipsForeignLoad", TRUE);
+    vips_operation_block_set("VipsForeignLoadJpeg", FALSE);
+    vips_operation_block_set("VipsForeignLoadPng", FALSE);
+    vips_operation_block_set("VipsForeignLoadWebp", FALSE);
+    vips_operation_block_set("VipsForeignLoadHeif", FALSE);
+    start_result = 0;
+}
+
+int bw_vips_start(void) {
+    pthread_once(&started, start_once);
+    return start_result;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void on_eval(VipsImage *image, VipsProgress *progress, void *deadline) {
+    (void)progress;
+    if (now_seconds() > *(double *)deadline) vips_image_set_kill(image, TRUE);
+}
+
+static int fail(bw_photo *out, int code) {
+    snprintf(out->error, sizeof out->error, "%s", vips_error_buffer());
+    vips_error_clear();
+    return code;
+}
+
+static int allowed_loader(const char *loader) {
+    /* vips_foreign_find_load_buffer names the loader's class. */
+    return loader && (!strcmp(loader, "VipsForeignLoadJpegBuffer") || !strcmp(loader, "VipsForeignLoadPngBuffer") ||
+                      !strcmp(loader, "VipsForeignLoadWebpBuffer") || !strcmp(loader, "VipsForeignLoadHeifBuffer"));
+}
+
+/* `image` made to fit `edge` (never larger), in memory, as the next size's source. */
+static VipsImage *fit(VipsImage *image, int edge) {
+    int longest = image->Xsize > image->Ysize ? image->Xsize : image->Ysize;
+    if (longest <= edge) {
+        g_object_ref(image);
+        return image;
+    }
+    VipsImage *resized;
+    if (vips_resize(image, &resized, (double)edge / longest, NULL)) return NULL;
+    VipsImage *kept = vips_image_copy_memory(resized);
+    g_object_unref(resized);
+    return kept;
+}
+
+/* The image without alpha, on white, for JPEG and the blurhash. */
+static VipsImage *opaque(VipsImage *image) {
+    if (!vips_image_hasalpha(image)) {
+        g_object_ref(image);
+        return image;
+    }
+    double white[3] = {255, 255, 255};
+    VipsArrayDouble *background = vips_array_double_new(white, 3);
+    VipsImage *flat = NULL;
+    int failed = vips_flatten(image, &flat, "background", background, NULL);
+    vips_area_unref(VIPS_AREA(background));
+    if (failed) return NULL;
+    VipsImage *kept = vips_image_copy_memory(flat);
+    g_object_unref(flat);
+    return kept;
+}
+
+static int save(VipsImage *image, int index, int jpeg_quality, int webp_quality, bw_photo *out) {
+    VipsImage *flat = opaque(image);
+    if (!flat) return -1;
+    int failed = vips_jpegsave_buffer(flat, &out->jpeg[index], &out->jpeg_length[index], "Q", jpeg_quality,
+                                      "strip", TRUE, "optimize_coding", TRUE, NULL);
+    g_object_unref(flat);
+    if (failed) return -1;
+    return vips_webpsave_buffer(image, &out->webp[index], &out->webp_length[index], "Q", webp_quality,
+                                "strip", TRUE, NULL);
+}
+
+/* The full size decoded once into memory (shrink-on-load, orientation applied, sRGB, 8 bits). */
+static VipsImage *decode(const void *data, size_t length, int edge, double deadline_seconds) {
+    VipsImage *thumb;
+    /* libvips 8.14 ignores thumbnail_buffer's own fail_on (libvips/libvips#5195) and would
+       answer a truncated upload with half a picture: the loader is given it as an option. */
+    if (vips_thumbnail_buffer((void *)data, length, &thumb, edge, "height", edge, "size", VIPS_SIZE_DOWN,
+                              "fail_on", VIPS_FAIL_ON_ERROR, "option_string", "fail_on=error", NULL)) return NULL;
+    VipsImage *srgb;
+    int failed = vips_colourspace(thumb, &srgb, VIPS_INTERPRETATION_sRGB, NULL);
+    g_object_unref(thumb);
+    if (failed) return NULL;
+    VipsImage *bytes;
+    failed = vips_cast(srgb, &bytes, VIPS_FORMAT_UCHAR, NULL);
+    g_object_unref(srgb);
+    if (failed) return NULL;
+    double deadline = now_seconds() + deadline_seconds;
+    vips_image_set_progress(bytes, TRUE);
+    g_signal_connect(bytes, "eval", G_CALLBACK(on_eval), &deadline);
+    VipsImage *decoded = vips_image_copy_memory(bytes);
+    g_object_unref(bytes);
+    if (!decoded) return NULL;
+    /* A new image of the pixels alone: no field of the upload (EXIF, XMP, IPTC, ICC, text,
+       comments) can reach a saver, whatever the saver's own stripping does. */
+    VipsImage *pixels = vips_image_new_from_memory_copy(VIPS_IMAGE_ADDR(decoded, 0, 0), VIPS_IMAGE_SIZEOF_IMAGE(decoded),
+                                                        decoded->Xsize, decoded->Ysize, decoded->Bands, VIPS_FORMAT_UCHAR);
+    g_object_unref(decoded);
+    if (pixels) pixels->Type = VIPS_INTERPRETATION_sRGB;
+    return pixels;
+}
+
+int bw_vips_thumbnail_fail_on_is_ignored(const void *data, size_t length) {
+    if (bw_vips_start()) return -1;
+    VipsImage *thumb, *kept = NULL;
+    if (vips_thumbnail_buffer((void *)data, length, &thumb, 1600, "fail_on", VIPS_FAIL_ON_ERROR, NULL) == 0) {
+        kept = vips_image_copy_memory(thumb);
+        g_object_unref(thumb);
+    }
+    vips_error_clear();
+    int ignored = kept != NULL;
+    if (kept) g_object_unref(kept);
+    return ignored;
+}
+
+int bw_photo_make(const void *data, size_t length, double max_pixels, double deadline_seconds,
+                  const int edges[3], int jpeg_quality, int webp_quality, bw_photo *out) {
+    memset(out, 0, sizeof *out);
+    if (bw_vips_start()) return fail(out, BW_PHOTO_FAILED);
+    if (!allowed_loader(vips_foreign_find_load_buffer(data, length))) return fail(out, BW_PHOTO_UNSUPPORTED);
+    /* The header only: no pixel is decoded before the size is known. */
+    VipsImage *header = vips_image_new_from_buffer(data, length, "", "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+    if (!header) return fail(out, BW_PHOTO_UNREADABLE);
+    double pixels = (double)header->Xsize * header->Ysize;
+    g_object_unref(header);
+    if (pixels > max_pixels) return fail(out, BW_PHOTO_TOO_LARGE);
+
+    VipsImage *sizes[3] = {NULL, NULL, NULL};
+    sizes[0] = decode(data, length, edges[0], deadline_seconds);
+    if (!sizes[0]) return fail(out, BW_PHOTO_UNREADABLE);
+    int code = BW_PHOTO_OK;
+    for (int i = 1; i < 3 && code == BW_PHOTO_OK; i++) {
+        sizes[i] = fit(sizes[i - 1], edges[i]);
+        if (!sizes[i]) code = BW_PHOTO_FAILED;
+    }
+    for (int i = 0; i < 3 && code == BW_PHOTO_OK; i++) {
+        if (save(sizes[i], i, jpeg_quality, webp_quality, out)) code = BW_PHOTO_FAILED;
+    }
+    if (code == BW_PHOTO_OK) {
+        out->width = sizes[0]->Xsize;
+        out->height = sizes[0]->Ysize;
+        VipsImage *flat = opaque(sizes[2]);
+        VipsImage *rgb = NULL;
+        if (!flat || vips_extract_band(flat, &rgb, 0, "n", 3, NULL)) {
+            code = BW_PHOTO_FAILED;
+        } else {
+            size_t size = 0;
+            out->thumb_rgb = vips_image_write_to_memory(rgb, &size);
+            out->thumb_width = rgb->Xsize;
+            out->thumb_height = rgb->Ysize;
+            if (!out->thumb_rgb) code = BW_PHOTO_FAILED;
+        }
+        if (rgb) g_object_unref(rgb);
+        if (flat) g_object_unref(flat);
+    }
+    for (int i = 0; i < 3; i++) if (sizes[i]) g_object_unref(sizes[i]);
+    if (code != BW_PHOTO_OK) {
+        fail(out, code);
+        char kept[256];
+        memcpy(kept, out->error, sizeof kept);
+        bw_photo_free(out);
+        memcpy(out->error, kept, sizeof kept);
+    }
+    return code;
+}
+
+void bw_photo_free(bw_photo *photo) {
+    for (int i = 0; i < 3; i++) {
+        g_free(photo->jpeg[i]);
+        g_free(photo->webp[i]);
+        photo->jpeg[i] = photo->webp[i] = NULL;
+    }
+    g_free(photo->thumb_rgb);
+    photo->thumb_rgb = NULL;
+}
+
+void *bw_vips_stripped_webp(size_t *length) {
+    if (bw_vips_start()) return NULL;
+    unsigned char pixels[16 * 16 * 3];
+    memset(pixels, 128, sizeof pixels);
+    VipsImage *image = vips_image_new_from_memory_copy(pixels, sizeof pixels, 16, 16, 3, VIPS_FORMAT_UCHAR);
+    if (!image) return NULL;
+    void *out = NULL;
+    if (vips_webpsave_buffer(image, &out, length, "strip", TRUE, NULL)) out = NULL;
+    g_object_unref(image);
+    vips_error_clear();
+    return out;
+}
+
+void bw_free(void *pointer) {
+    g_free(pointer);
+}

@@ -1,0 +1,116 @@
+import BookwormCore
+import CVips
+import Foundation
+import Metrics
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// One photo as it is stored and served: three sizes, each as JPEG and WebP, written anew by
+/// libvips from the decoded pixels, so nothing of the upload's metadata survives.
+package struct MadePhoto: Sendable {
+    package enum Size: String, CaseIterable, Sendable { case full, card, thumb }
+    package enum Format: String, CaseIterable, Sendable { case jpeg, webp }
+
+    package let width: Int
+    package let height: Int
+    package let blurhash: String
+    /// Keyed by size and format.
+    package let files: [Size: [Format: Data]]
+
+    /// Content-addressed: the same picture made the same way has the same id.
+    package var id: String { Digest.hex(Digest.sha256(files[.full]?[.jpeg] ?? Data())) }
+}
+
+/// Makes photos on threads of its own, at most `concurrency` at once and `queueLimit` waiting
+/// (503 past that), as password hashing does: an image's CPU never lands on an event loop.
+package final class PhotoMaker: Service, Sendable {
+    package struct Settings: Sendable {
+        package var concurrency: Int
+        package var queueLimit: Int
+        /// More pixels than this (read from the header) is 422 `image_too_large`.
+        package var maxPixels = 40_000_000
+        /// A decode still running after this long is stopped (422 `image_unreadable`).
+        package var deadlineSeconds = 20.0
+        package var edges: [MadePhoto.Size: Int32] = [.full: 1600, .card: 480, .thumb: 160]
+        package var jpegQuality: Int32 = 82
+        package var webpQuality: Int32 = 80
+
+        package init(concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, queueLimit: Int? = nil) {
+            self.concurrency = max(1, concurrency)
+            self.queueLimit = queueLimit ?? 2 * max(1, concurrency)
+        }
+    }
+
+    package let settings: Settings
+    private let pool: NIOThreadPool
+    private let admitted = Mutex(0)
+
+    package init(settings: Settings) throws {
+        guard bw_vips_start() == 0 else { throw AppError.unavailable("libvips could not start") }
+        self.settings = settings
+        self.pool = NIOThreadPool(numberOfThreads: settings.concurrency)
+        self.pool.start()
+    }
+
+    package func run() async throws {
+        try? await gracefulShutdown()
+        try await pool.shutdownGracefully()
+    }
+
+    /// The photo made from `upload`, or the error the upload deserves.
+    package func make(_ upload: Data) async throws -> MadePhoto {
+        let limit = settings.concurrency + settings.queueLimit
+        let accepted = admitted.withLock { count -> Bool in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+        guard accepted else {
+            Counter(label: "bookworm_photos_shed_total").increment()
+            throw AppError.overloaded(retryAfterSeconds: 1)
+        }
+        defer { admitted.withLock { $0 -= 1 } }
+        let settings = settings
+        return try await pool.runIfActive { try Self.makeNow(upload, settings: settings) }
+    }
+
+    static func makeNow(_ upload: Data, settings: Settings) throws -> MadePhoto {
+        var out = bw_photo()
+        let edges: [Int32] = [settings.edges[.full] ?? 1600, settings.edges[.card] ?? 480, settings.edges[.thumb] ?? 160]
+        let code = upload.withUnsafeBytes { bytes in
+            edges.withUnsafeBufferPointer { edges in
+                bw_photo_make(bytes.baseAddress, bytes.count, Double(settings.maxPixels), settings.deadlineSeconds, edges.baseAddress,
+                              settings.jpegQuality, settings.webpQuality, &out)
+            }
+        }
+        defer { bw_photo_free(&out) }
+        switch Int(code) {
+        case BW_PHOTO_OK: break
+        case BW_PHOTO_UNSUPPORTED:
+            throw AppError.unsupportedMediaType("The body is not a JPEG, PNG, WebP or HEIF picture")
+        case BW_PHOTO_TOO_LARGE:
+            throw AppError.unprocessableBecause(code: "image_too_large",
+                                                detail: "The picture has more than \(settings.maxPixels) pixels", field: nil)
+        case BW_PHOTO_UNREADABLE:
+            throw AppError.unprocessableBecause(code: "image_unreadable", detail: "The picture cannot be read: it is damaged", field: nil)
+        default:
+            throw AppError.unavailable("libvips could not write a photo: \(Self.error(of: &out))")
+        }
+        var files: [MadePhoto.Size: [MadePhoto.Format: Data]] = [:]
+        let jpegs = [out.jpeg.0, out.jpeg.1, out.jpeg.2], jpegLengths = [out.jpeg_length.0, out.jpeg_length.1, out.jpeg_length.2]
+        let webps = [out.webp.0, out.webp.1, out.webp.2], webpLengths = [out.webp_length.0, out.webp_length.1, out.webp_length.2]
+        for (index, size) in [MadePhoto.Size.full, .card, .thumb].enumerated() {
+            guard let jpeg = jpegs[index], let webp = webps[index] else { throw AppError.unavailable("libvips wrote no \(size) photo") }
+            files[size] = [.jpeg: Data(bytes: jpeg, count: jpegLengths[index]), .webp: WebPContainer.withoutMetadata(Data(bytes: webp, count: webpLengths[index]))]
+        }
+        guard let pixels = out.thumb_rgb else { throw AppError.unavailable("libvips gave no thumbnail pixels") }
+        let width = Int(out.thumb_width), height = Int(out.thumb_height)
+        let blurhash = Blurhash.encode(UnsafeBufferPointer(start: pixels, count: width * height * 3), width: width, height: height)
+        return MadePhoto(width: Int(out.width), height: Int(out.height), blurhash: blurhash, files: files)
+    }
+
+    private static func error(of photo: inout bw_photo) -> String {
+        withUnsafeBytes(of: &photo.error) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+}
