@@ -45,6 +45,8 @@ package final class PhotoMaker: Service, Sendable {
     package let settings: Settings
     private let pool: NIOThreadPool
     private let admitted = Mutex(0)
+    /// Photos being made or waiting, for `/metrics` and the tests.
+    package var admittedCount: Int { admitted.withLock { $0 } }
 
     package init(settings: Settings) throws {
         guard bw_vips_start() == 0 else { throw AppError.unavailable("libvips could not start") }

@@ -77,19 +77,26 @@ struct ImportStore: Sendable {
     }
 
     /// The import to continue, with its file; nil when it is finished (or gone with its user).
+    /// The file is gathered part by part into one buffer of its exact size: received as one
+    /// 10 MiB row it cost the worker that row's growing receive buffer and a copy besides.
     func lockPending(_ id: UUID, on connection: PostgresConnection) async throws -> Pending? {
         let rows = try await connection.query("""
-            SELECT user_id, format,
-                   coalesce(payload, (SELECT string_agg(p.bytes, ''::bytea ORDER BY p.seq) FROM import_parts p WHERE p.import_id = imports.id)),
-                   total
+            SELECT user_id, format, payload,
+                   (SELECT coalesce(sum(octet_length(p.bytes)), 0)::int8 FROM import_parts p WHERE p.import_id = imports.id), total
             FROM imports WHERE id = \(id) AND status IN ('queued', 'running') FOR UPDATE
             """, logger: logger)
-        // Decoded as Data, a large payload is the row's own buffer, not a second copy of the file.
-        for try await (user, format, payload, total) in rows.decode((UUID, String, Data?, Int).self) {
-            guard let format = ImportFormat(rawValue: format), let payload else { return nil }
-            return Pending(user: user, format: format, payload: payload, total: total)
+        var found: (user: UUID, format: ImportFormat, payload: Data?, size: Int, total: Int)?
+        for try await (user, format, payload, size, total) in rows.decode((UUID, String, Data?, Int, Int).self) {
+            guard let format = ImportFormat(rawValue: format) else { return nil }
+            found = (user, format, payload, size, total)
         }
-        return nil
+        guard let found else { return nil }
+        if let payload = found.payload { return Pending(user: found.user, format: found.format, payload: payload, total: found.total) }
+        var file = Data(capacity: found.size)
+        let parts = try await connection.query("SELECT bytes FROM import_parts WHERE import_id = \(id) ORDER BY seq", logger: logger)
+        for try await part in parts.decode(ByteBuffer.self) { file.append(contentsOf: part.readableBytesView) }
+        guard !file.isEmpty else { return nil }
+        return Pending(user: found.user, format: found.format, payload: file, total: found.total)
     }
 
     /// The import's progress, locked for a chunk; its file is not read again.

@@ -125,6 +125,23 @@ extension TestApp {
         }
     }
 
+    @Test func pastItsThreadsAndQueueAnUploadIs503WithRetryAfter() async throws {
+        let maker = try PhotoMaker(settings: .init(concurrency: 1, queueLimit: 0))
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("busy-\(UUID().uuidString).jpg").path
+        _ = try TestPictures.tool("vips", "black", folder, "4000", "3000", "--bands", "3")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let large = try Data(contentsOf: URL(fileURLWithPath: folder))
+        let first = Task { try await maker.make(large) }
+        while maker.admittedCount == 0 { await Task.yield() }
+        do {
+            _ = try await maker.make(try TestPictures.phoneJPEG())
+            Issue.record("a second photo was taken while the only thread was busy")
+        } catch AppError.overloaded(let retryAfter) {
+            #expect(retryAfter >= 1)
+        }
+        #expect(try await first.value.width == 1600)
+    }
+
     @Test func theBlurhashDecodesToThePicturesColours() async throws {
         try await withApp { app in
             let owner = try await app.register()
