@@ -43,8 +43,10 @@ static void on_eval(VipsImage *image, VipsProgress *progress, void *deadline) {
 }
 
 static int fail(bw_photo *out, int code) {
-    snprintf(out->error, sizeof out->error, "%s", vips_error_buffer());
-    vips_error_clear();
+    /* The copy clears the buffer under libvips' own lock: other images are made at once. */
+    char *message = vips_error_buffer_copy();
+    snprintf(out->error, sizeof out->error, "%s", message ? message : "");
+    g_free(message);
     return code;
 }
 
@@ -61,8 +63,12 @@ static VipsImage *fit(VipsImage *image, int edge) {
         g_object_ref(image);
         return image;
     }
+    /* Each axis keeps at least a pixel: a 4000 x 3 strip is a picture, not a server error. */
+    double scale = (double)edge / longest;
+    double across = image->Xsize * scale < 1 ? 1.0 / image->Xsize : scale;
+    double down = image->Ysize * scale < 1 ? 1.0 / image->Ysize : scale;
     VipsImage *resized;
-    if (vips_resize(image, &resized, (double)edge / longest, NULL)) return NULL;
+    if (vips_resize(image, &resized, across, "vscale", down, NULL)) return NULL;
     VipsImage *kept = vips_image_copy_memory(resized);
     g_object_unref(resized);
     return kept;
@@ -96,12 +102,29 @@ static int save(VipsImage *image, int index, int jpeg_quality, int webp_quality,
                                 "strip", TRUE, NULL);
 }
 
-/* The full size decoded once into memory (shrink-on-load, orientation applied, sRGB, 8 bits). */
+/* `image`'s pipeline run into memory, stopped once `deadline` has passed (the flag libvips
+   checks between regions). The deadline lives as long as the image. */
+static VipsImage *compute(VipsImage *image, double deadline) {
+    double *stop = VIPS_NEW(image, double);
+    if (!stop) return NULL;
+    *stop = deadline;
+    vips_image_set_progress(image, TRUE);
+    g_signal_connect(image, "eval", G_CALLBACK(on_eval), stop);
+    return vips_image_copy_memory(image);
+}
+
+/* The full size decoded once into memory (shrink-on-load, sRGB, 8 bits), then turned upright. */
 static VipsImage *decode(const void *data, size_t length, int edge, double deadline_seconds) {
+    double deadline = now_seconds() + deadline_seconds;
     VipsImage *thumb;
     /* libvips 8.14 ignores thumbnail_buffer's own fail_on (libvips/libvips#5195) and would
-       answer a truncated upload with half a picture: the loader is given it as an option. */
+       answer a truncated upload with half a picture: the loader is given it as an option
+       (LibvipsWorkaroundTests notices when libvips is fixed). no_rotate: thumbnail would
+       decode a rotated picture whole, before the deadline could stop it; the small result is
+       turned upright below. export_profile: a picture with an ICC profile (an iPhone's
+       Display P3, a camera's Adobe RGB) is converted to sRGB, not relabelled. */
     if (vips_thumbnail_buffer((void *)data, length, &thumb, edge, "height", edge, "size", VIPS_SIZE_DOWN,
+                              "no_rotate", TRUE, "export_profile", "srgb",
                               "fail_on", VIPS_FAIL_ON_ERROR, "option_string", "fail_on=error", NULL)) return NULL;
     VipsImage *srgb;
     int failed = vips_colourspace(thumb, &srgb, VIPS_INTERPRETATION_sRGB, NULL);
@@ -111,32 +134,23 @@ static VipsImage *decode(const void *data, size_t length, int edge, double deadl
     failed = vips_cast(srgb, &bytes, VIPS_FORMAT_UCHAR, NULL);
     g_object_unref(srgb);
     if (failed) return NULL;
-    double deadline = now_seconds() + deadline_seconds;
-    vips_image_set_progress(bytes, TRUE);
-    g_signal_connect(bytes, "eval", G_CALLBACK(on_eval), &deadline);
-    VipsImage *decoded = vips_image_copy_memory(bytes);
+    VipsImage *decoded = compute(bytes, deadline);
     g_object_unref(bytes);
     if (!decoded) return NULL;
+    VipsImage *turned, *upright = NULL;
+    if (!vips_autorot(decoded, &turned, NULL)) {
+        upright = vips_image_copy_memory(turned);
+        g_object_unref(turned);
+    }
+    g_object_unref(decoded);
+    if (!upright) return NULL;
     /* A new image of the pixels alone: no field of the upload (EXIF, XMP, IPTC, ICC, text,
        comments) can reach a saver, whatever the saver's own stripping does. */
-    VipsImage *pixels = vips_image_new_from_memory_copy(VIPS_IMAGE_ADDR(decoded, 0, 0), VIPS_IMAGE_SIZEOF_IMAGE(decoded),
-                                                        decoded->Xsize, decoded->Ysize, decoded->Bands, VIPS_FORMAT_UCHAR);
-    g_object_unref(decoded);
+    VipsImage *pixels = vips_image_new_from_memory_copy(VIPS_IMAGE_ADDR(upright, 0, 0), VIPS_IMAGE_SIZEOF_IMAGE(upright),
+                                                        upright->Xsize, upright->Ysize, upright->Bands, VIPS_FORMAT_UCHAR);
+    g_object_unref(upright);
     if (pixels) pixels->Type = VIPS_INTERPRETATION_sRGB;
     return pixels;
-}
-
-int bw_vips_thumbnail_fail_on_is_ignored(const void *data, size_t length) {
-    if (bw_vips_start()) return -1;
-    VipsImage *thumb, *kept = NULL;
-    if (vips_thumbnail_buffer((void *)data, length, &thumb, 1600, "fail_on", VIPS_FAIL_ON_ERROR, NULL) == 0) {
-        kept = vips_image_copy_memory(thumb);
-        g_object_unref(thumb);
-    }
-    vips_error_clear();
-    int ignored = kept != NULL;
-    if (kept) g_object_unref(kept);
-    return ignored;
 }
 
 int bw_photo_make(const void *data, size_t length, double max_pixels, double deadline_seconds,
@@ -182,9 +196,10 @@ int bw_photo_make(const void *data, size_t length, double max_pixels, double dea
     for (int i = 0; i < 3; i++) if (sizes[i]) g_object_unref(sizes[i]);
     if (code != BW_PHOTO_OK) {
         fail(out, code);
-        char kept[256];
+        char kept[sizeof out->error];
         memcpy(kept, out->error, sizeof kept);
         bw_photo_free(out);
+        memset(out, 0, sizeof *out);
         memcpy(out->error, kept, sizeof kept);
     }
     return code;
@@ -198,21 +213,4 @@ void bw_photo_free(bw_photo *photo) {
     }
     g_free(photo->thumb_rgb);
     photo->thumb_rgb = NULL;
-}
-
-void *bw_vips_stripped_webp(size_t *length) {
-    if (bw_vips_start()) return NULL;
-    unsigned char pixels[16 * 16 * 3];
-    memset(pixels, 128, sizeof pixels);
-    VipsImage *image = vips_image_new_from_memory_copy(pixels, sizeof pixels, 16, 16, 3, VIPS_FORMAT_UCHAR);
-    if (!image) return NULL;
-    void *out = NULL;
-    if (vips_webpsave_buffer(image, &out, length, "strip", TRUE, NULL)) out = NULL;
-    g_object_unref(image);
-    vips_error_clear();
-    return out;
-}
-
-void bw_free(void *pointer) {
-    g_free(pointer);
 }

@@ -48,8 +48,9 @@ package final class PhotoMaker: Service, Sendable {
     /// Photos being made or waiting, for `/metrics` and the tests.
     package var admittedCount: Int { admitted.withLock { $0 } }
 
+    /// libvips starts with the first photo, on a photo thread at low priority: the threads it
+    /// starts for itself take that priority from it (GLib's pools copy their creator's).
     package init(settings: Settings) throws {
-        guard bw_vips_start() == 0 else { throw AppError.unavailable("libvips could not start") }
         self.settings = settings
         self.pool = NIOThreadPool(numberOfThreads: settings.concurrency)
         self.pool.start()
@@ -74,7 +75,11 @@ package final class PhotoMaker: Service, Sendable {
         }
         defer { admitted.withLock { $0 -= 1 } }
         let settings = settings
-        return try await pool.runIfActive { try Self.makeNow(upload, settings: settings) }
+        return try await pool.runIfActive {
+            // As password hashing: a photo waits behind requests, never the other way round.
+            LowPriorityThread.lowerOnce()
+            return try Self.makeNow(upload, settings: settings)
+        }
     }
 
     static func makeNow(_ upload: Data, settings: Settings) throws -> MadePhoto {

@@ -17,7 +17,7 @@ package struct PhotosService: Sendable {
     let logger: Logger
 
     /// `maker`: the server's bounded photo threads; without one (the job runner), photos are made
-    /// on NIO's shared thread pool.
+    /// one at a time on the low-priority thread imports are read on.
     package init(client: Database, maker: PhotoMaker?, settings: PhotoMaker.Settings, logger: Logger) {
         self.client = client
         self.copies = CopiesStore(client: client, logger: logger)
@@ -30,7 +30,10 @@ package struct PhotosService: Sendable {
     private func make(_ upload: Data) async throws -> MadePhoto {
         if let maker { return try await maker.make(upload) }
         let settings = settings
-        return try await NIOThreadPool.singleton.runIfActive { try PhotoMaker.makeNow(upload, settings: settings) }
+        return try await LowPriorityThread.single.runIfActive {
+            LowPriorityThread.lowerOnce()
+            return try PhotoMaker.makeNow(upload, settings: settings)
+        }
     }
 
     /// The copy's new photo; the one it replaces goes when no copy shows it any more. The
@@ -59,31 +62,34 @@ package struct PhotosService: Sendable {
     }
 
     /// Makes the upload `id` (else the oldest one waiting) anew and moves its copies to the new
-    /// photo; an upload that is not a picture we can read is dropped from its copies. `found` is
-    /// false when there was none to make.
+    /// photo; an upload that is not a picture we can read is dropped from its copies. The picture
+    /// is made outside any transaction (it takes long, and a retried transaction would make it
+    /// again). `found` is false when there was none to make.
     @discardableResult
     package func remake(_ id: String? = nil) async throws -> (found: Bool, made: MadePhoto?) {
-        try await client.transaction(logger: logger) { connection in
-            guard let upload = try await photos.lockUploaded(id, on: connection) else { return (false, nil) }
-            var made: MadePhoto?
-            do {
-                made = try await make(upload.bytes)
-            } catch let error as AppError where Self.isThePicturesFault(error) {
-                // It cannot be served safely as it is, so it goes.
-                logger.warning("a stored photo cannot be made anew; its copies lose it", metadata: ["photo": .string(upload.id)])
-            }
-            var new: String?
-            if let made { new = try await photos.put(made, on: connection) }
-            try await photos.replace(upload.id, with: new, on: connection)
-            return (true, made)
+        guard let upload = try await photos.uploaded(id) else { return (false, nil) }
+        var made: MadePhoto?
+        do {
+            made = try await make(upload.bytes)
+        } catch let error as AppError where Self.isThePicturesFault(error) {
+            // It cannot be served safely as it is, so it goes.
+            logger.warning("a stored photo cannot be made anew; its copies lose it", metadata: ["photo": .string(upload.id)])
         }
+        let photo = made
+        try await client.transaction(logger: logger) { connection in
+            guard try await photos.lockUploaded(upload.id, on: connection) else { return }
+            var new: String?
+            if let photo { new = try await photos.put(photo, on: connection) }
+            try await photos.replace(upload.id, with: new, on: connection)
+        }
+        return (true, photo)
     }
 
+    /// Anything but a full queue: libvips failing to write one picture is that picture's doing,
+    /// and retrying it would hold every later one back.
     private static func isThePicturesFault(_ error: AppError) -> Bool {
-        switch error {
-        case .unsupportedMediaType, .unprocessableBecause: true
-        default: false
-        }
+        if case .overloaded = error { return false }
+        return true
     }
 }
 

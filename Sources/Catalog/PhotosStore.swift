@@ -15,19 +15,20 @@ package struct PhotosStore: Sendable {
         self.logger = logger
     }
 
-    /// Stores the photo unless the same picture is already there; returns its id. The conflict
-    /// path still touches the row so it stays locked until our transaction ends and a concurrent
-    /// orphan clean-up cannot remove it in between.
+    /// Stores the photo unless the same picture is already there; returns its id.
     package func put(_ photo: MadePhoto, on connection: PostgresConnection) async throws -> String {
         let id = photo.id
         let rows = try await connection.query("""
             INSERT INTO photos (id, width, height, blurhash) VALUES (\(id), \(photo.width), \(photo.height), \(photo.blurhash))
-            ON CONFLICT (id) DO UPDATE SET width = EXCLUDED.width
-            RETURNING xmax = 0
+            ON CONFLICT (id) DO NOTHING RETURNING id
             """, logger: logger)
         var inserted = false
-        for try await fresh in rows.decode(Bool.self) { inserted = fresh }
-        guard inserted else { return id }
+        for try await _ in rows { inserted = true }
+        guard inserted else {
+            // Already there: held (key share) until we commit, so an orphan clean-up cannot take it.
+            try await connection.query("SELECT 1 FROM photos WHERE id = \(id) FOR KEY SHARE", logger: logger)
+            return id
+        }
         for (size, formats) in photo.files {
             for (format, bytes) in formats {
                 try await connection.query("""
@@ -50,19 +51,23 @@ package struct PhotosStore: Sendable {
         return (nil, false)
     }
 
-    /// The oldest upload not made anew yet, locked (others skip it), or nil.
-    func lockNextUploaded(on connection: PostgresConnection) async throws -> (id: String, bytes: Data)? {
-        try await lockUploaded(nil, on: connection)
-    }
-
-    /// That upload, locked, when `id` is one; nil when another remake has taken or replaced it.
-    func lockUploaded(_ id: String?, on connection: PostgresConnection) async throws -> (id: String, bytes: Data)? {
-        let rows = try await connection.query("""
+    /// The upload `id` not made anew yet (else the oldest one), unlocked: making it takes long.
+    func uploaded(_ id: String?) async throws -> (id: String, bytes: Data)? {
+        let rows = try await client.query("""
             SELECT id, bytes FROM photos WHERE bytes IS NOT NULL AND (\(id)::text IS NULL OR id = \(id))
-            ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+            ORDER BY created_at LIMIT 1
             """, logger: logger)
         for try await (id, bytes) in rows.decode((String, Data).self) { return (id, bytes) }
         return nil
+    }
+
+    /// The copies showing `id`, then the photo itself, locked in the order a photo's replacement
+    /// takes them (copy, then photo); false when another remake has replaced it meanwhile.
+    func lockUploaded(_ id: String, on connection: PostgresConnection) async throws -> Bool {
+        try await connection.query("SELECT 1 FROM copies WHERE photo_id = \(id) ORDER BY id FOR UPDATE", logger: logger)
+        let rows = try await connection.query("SELECT 1 FROM photos WHERE id = \(id) AND bytes IS NOT NULL FOR UPDATE", logger: logger)
+        for try await _ in rows { return true }
+        return false
     }
 
     /// The copies showing `old` show `new` instead, and `old` goes (with its upload).

@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BookwormCore
 @testable import BookwormTestSupport
-import CVips
+import CVipsProbes
 @testable import Catalog
 
 extension TestApp {
@@ -98,11 +98,14 @@ extension TestApp {
             let pngFull = Data(try await app.download(try #require(png["photo_url"] as? String)).body.readableBytesView)
             #expect(Self.leaksNothing(pngFull))
             #expect(try TestPictures.size(pngFull, ext: "jpg") == (300, 300))
-            let heic = try TestPictures.convert(TestPictures.ppm(width: 640, height: 480), from: "ppm", to: "heic")
+            // vips carries the phone's EXIF (GPS, serial) into the HEIC it writes.
+            let heic = try TestPictures.convert(try TestPictures.phoneJPEG(width: 640, height: 480), from: "jpg", to: "heic")
+            #expect(heic.range(of: Data("SN-4242".utf8)) != nil)
             let fromHEIC = try await app.copyWithPhoto(owner.token, heic, type: "image/heic")
-            #expect((fromHEIC["photo"] as? [String: Any])?["width"] as? Int == 640)
             let served = Data(try await app.download(try #require(fromHEIC["photo_url"] as? String)).body.readableBytesView)
-            #expect(try TestPictures.size(served, ext: "jpg") == (640, 480))
+            #expect(Self.leaksNothing(served))
+            let size = try TestPictures.size(served, ext: "jpg")
+            #expect(Set([size.width, size.height]) == [640, 480])
         }
     }
 
@@ -130,16 +133,68 @@ extension TestApp {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("busy-\(UUID().uuidString).jpg").path
         _ = try TestPictures.tool("vips", "black", folder, "4000", "3000", "--bands", "3")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let large = try Data(contentsOf: URL(fileURLWithPath: folder))
+        let large = try Data(contentsOf: URL(fileURLWithPath: folder)), small = try TestPictures.phoneJPEG()
         let first = Task { try await maker.make(large) }
         while maker.admittedCount == 0 { await Task.yield() }
         do {
-            _ = try await maker.make(try TestPictures.phoneJPEG())
+            _ = try await maker.make(small)
             Issue.record("a second photo was taken while the only thread was busy")
         } catch AppError.overloaded(let retryAfter) {
             #expect(retryAfter >= 1)
         }
         #expect(try await first.value.width == 1600)
+    }
+
+    @Test func aDisplayP3PhotoIsConvertedToSRGBNotRelabelled() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            // sRGB (30, 200, 30) is about (96, 197, 67) in Display P3: relabelled, it would come out that dull.
+            let copy = try await app.copyWithPhoto(owner.token, try TestPictures.displayP3JPEG(TestPictures.RGB(r: 30, g: 200, b: 30)))
+            let full = Data(try await app.download(try #require(copy["photo_url"] as? String)).body.readableBytesView)
+            let colour = try TestPictures.pixel(full, ext: "jpg", x: 32, y: 32)
+            #expect(colour[0] < 60 && colour[1] > 180 && colour[2] < 55, "\(colour)")
+        }
+    }
+
+    @Test func aDecodePastItsDeadlineStopsAsUnreadableWhateverItsOrientation() throws {
+        let black = try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3")
+        let sideways = TestPictures.withPhoneMetadata(black)
+        var settings = PhotoMaker.Settings(concurrency: 1)
+        settings.deadlineSeconds = 0.000_001
+        do {
+            _ = try PhotoMaker.makeNow(sideways, settings: settings)
+            Issue.record("a decode past its deadline was finished")
+        } catch AppError.unprocessableBecause(let code, _, _) {
+            #expect(code == "image_unreadable")
+        }
+        settings.deadlineSeconds = 20
+        let made = try PhotoMaker.makeNow(sideways, settings: settings)
+        #expect(made.width == 1200 && made.height == 1600)
+    }
+
+    @Test func aStripOfPixelsIsAPictureNotAServerError() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            let strip = try TestPictures.made("png", "black", "OUT", "4000", "3", "--bands", "3")
+            let copy = try await app.copyWithPhoto(owner.token, strip, type: "image/png")
+            let urls = try #require((copy["photo"] as? [String: Any])?["urls"] as? [String: String])
+            let thumb = Data(try await app.download(try #require(urls["thumb"])).body.readableBytesView)
+            #expect(try TestPictures.size(thumb, ext: "jpg") == (160, 1))
+        }
+    }
+
+    @Test func anAnimatedPictureKeepsItsFirstFrame() async throws {
+        try await withApp { app in
+            let owner = try await app.register()
+            var length = 0
+            let pointer = try #require(bw_probe_animated_webp(&length))
+            defer { bw_probe_free(pointer) }
+            let copy = try await app.copyWithPhoto(owner.token, Data(bytes: pointer, count: length), type: "image/webp")
+            let full = Data(try await app.download(try #require(copy["photo_url"] as? String)).body.readableBytesView)
+            #expect(try TestPictures.size(full, ext: "jpg") == (40, 30))
+            let colour = try TestPictures.pixel(full, ext: "jpg", x: 20, y: 15)
+            #expect(colour[0] > 150 && colour[1] < 80 && colour[2] < 80, "\(colour)")
+        }
     }
 
     @Test func theBlurhashDecodesToThePicturesColours() async throws {
@@ -208,7 +263,9 @@ extension TestApp {
             let phone = try TestPictures.phoneJPEG()
             let first = try #require(try await app.addCopy(owner.token)["id"] as? String)
             let second = try #require(try await app.addCopy(owner.token)["id"] as? String)
-            for (id, bytes, old) in [(first, phone, String(repeating: "c", count: 64)), (second, Data("not a picture".utf8), String(repeating: "d", count: 64))] {
+            let third = try #require(try await app.addCopy(owner.token)["id"] as? String)
+            for (id, bytes, old) in [(first, phone, String(repeating: "c", count: 64)), (second, Data("not a picture".utf8), String(repeating: "d", count: 64)),
+                                     (third, try TestPictures.phoneJPEG(width: 300, height: 100), String(repeating: "e", count: 64))] {
                 try await app.db.query("INSERT INTO photos (id, content_type, bytes) VALUES (\(old), 'image/jpeg', \(ByteBuffer(bytes: bytes)))")
                 try await app.db.query("UPDATE copies SET photo_id = \(old) WHERE id = \(UUID(uuidString: id))")
             }
@@ -225,8 +282,13 @@ extension TestApp {
             #expect(Self.leaksNothing(full))
             let unreadable = try await app.request(.get, "/v1/copies/\(second)").jsonObject()
             #expect(unreadable["photo_url"] is NSNull && unreadable["photo"] is NSNull)
+            // Remade by the job alone: upright, clean.
+            let byJob = try #require(try await app.request(.get, "/v1/copies/\(third)").jsonObject()["photo"] as? [String: Any])
+            #expect(byJob["width"] as? Int == 100 && byJob["height"] as? Int == 300)
+            let jobFull = Data(try await app.download(try #require((byJob["urls"] as? [String: String])?["full"])).body.readableBytesView)
+            #expect(Self.leaksNothing(jobFull))
             #expect(try await app.count("SELECT count(*) FROM photos WHERE bytes IS NOT NULL", user: owner.id) == 0)
-            #expect(try await app.photoCount() == 1)
+            #expect(try await app.photoCount() == 2)
         }
     }
 }
@@ -239,15 +301,15 @@ extension TestApp {
     @Test func thumbnailBufferStillIgnoresItsFailOn() throws {
         let jpeg = try TestPictures.phoneJPEG()
         let half = jpeg.prefix(jpeg.count / 2)
-        #expect(half.withUnsafeBytes { bw_vips_thumbnail_fail_on_is_ignored($0.baseAddress, $0.count) } == 1)
+        #expect(half.withUnsafeBytes { bw_probe_thumbnail_fail_on_is_ignored($0.baseAddress, $0.count) } == 1)
     }
 
     /// webpsave writes an EXIF chunk even with `strip` and no metadata on the image, so the
     /// photo maker takes the metadata chunks out itself (`WebPContainer`).
     @Test func webpsaveStillWritesEXIFWhenStripping() throws {
         var length = 0
-        let pointer = try #require(bw_vips_stripped_webp(&length))
-        defer { bw_free(pointer) }
+        let pointer = try #require(bw_probe_stripped_webp(&length))
+        defer { bw_probe_free(pointer) }
         let webp = Data(bytes: pointer, count: length)
         #expect(WebPContainer.chunks(webp).contains("EXIF"))
         let cleaned = WebPContainer.withoutMetadata(webp)

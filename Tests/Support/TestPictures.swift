@@ -34,7 +34,12 @@ package enum TestPictures {
     /// A phone's photo: a 400 × 200 JPEG (red left, blue right) stored sideways with EXIF
     /// orientation 6, a GPS position, the camera's serial number, an XMP packet and a comment.
     package static func phoneJPEG(width: Int = 400, height: Int = 200) throws -> Data {
-        let jpeg = try convert(ppm(width: width, height: height), from: "ppm", to: "jpg")
+        withPhoneMetadata(try convert(ppm(width: width, height: height), from: "ppm", to: "jpg"))
+    }
+
+    /// `jpeg` with a phone's metadata spliced in after its start: EXIF (orientation 6, GPS,
+    /// serial number), XMP and a comment.
+    package static func withPhoneMetadata(_ jpeg: Data) -> Data {
         let xmp = Data("http://ns.adobe.com/xap/1.0/\0<x:xmpmeta><rdf:Description City=\"Secret Lane 12\"/></x:xmpmeta>".utf8)
         let segments = segment(0xE1, Data("Exif\0\0".utf8) + PhoneEXIF.tiff()) + segment(0xE1, xmp)
             + segment(0xFE, Data("Home: Secret Lane 12".utf8))
@@ -195,5 +200,31 @@ enum PhoneEXIF {
         let exifBytes = ifd(exif, at: 8 + first)
         let gpsBytes = ifd(gps, at: 8 + first + exifBytes.count)
         return Data([0x4D, 0x4D, 0x00, 0x2A] + be(8, 4) + main(exifAt: 8 + first, gpsAt: 8 + first + exifBytes.count) + exifBytes + gpsBytes)
+    }
+}
+
+extension TestPictures {
+    /// A file the `vips` command makes: `arguments` with `OUT` standing for the output path.
+    package static func made(_ ext: String, _ arguments: String...) throws -> Data {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("made-\(UUID().uuidString).\(ext)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["vips"] + arguments.map { $0 == "OUT" ? path : $0 }
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestFailure("vips \(arguments.joined(separator: " ")) failed") }
+        return try Data(contentsOf: URL(fileURLWithPath: path))
+    }
+
+    /// A picture of sRGB colour `colour` written in Display P3 with its profile, as an iPhone does.
+    package static func displayP3JPEG(_ colour: RGB) throws -> Data {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("p3-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let input = folder.appendingPathComponent("in.ppm"), output = folder.appendingPathComponent("out.jpg")
+        try ppm(width: 64, height: 64, left: colour, right: colour).write(to: input)
+        _ = try tool("vips", "icc_transform", input.path, output.path, "p3", "--input-profile", "srgb")
+        return try Data(contentsOf: output)
     }
 }

@@ -38,14 +38,4 @@ int bw_photo_make(const void *data, size_t length, double max_pixels, double dea
 
 void bw_photo_free(bw_photo *photo);
 
-/* Whether vips_thumbnail_buffer still ignores its own fail_on (libvips/libvips#5195): 1 when a
-   truncated `data` thumbnails without an error. A test watches it, so the workaround in
-   bw_photo_make can go once libvips is fixed. */
-int bw_vips_thumbnail_fail_on_is_ignored(const void *data, size_t length);
-
-/* A WebP of a 16 × 16 image that has no metadata at all, saved with strip; the caller frees
-   it with g_free (through bw_free). libvips 8.14.1 still writes an EXIF chunk into it. */
-void *bw_vips_stripped_webp(size_t *length);
-void bw_free(void *pointer);
-
 #endif
