@@ -36,7 +36,7 @@ package final class PasswordHasher: Service, Sendable {
 
     package let settings: Settings
     private let pool: NIOThreadPool
-    private let admitted = Mutex(0)
+    private let admission: Admission
     private let completed = Mutex(0)
 
     /// Argon2 computations finished so far (hashes and verifications alike).
@@ -47,7 +47,7 @@ package final class PasswordHasher: Service, Sendable {
     /// For `/metrics`: requests waiting for a hashing slot, and hashes running.
     package var load: (waiting: Int, running: Int) {
         let running = running.withLock { $0.now }
-        return (max(0, admitted.withLock { $0 } - running), running)
+        return (max(0, admission.count - running), running)
     }
     /// A hash of a random password, verified against when the account does not exist so that
     /// an unknown login costs the same time as a wrong password.
@@ -57,6 +57,7 @@ package final class PasswordHasher: Service, Sendable {
         precondition(Sodium.ready)
         self.settings = settings
         self.pool = NIOThreadPool(numberOfThreads: settings.concurrency)
+        self.admission = Admission(limit: settings.concurrency + settings.queueLimit, shedMetric: "bookworm_hash_shed_total")
         self.pool.start()
         self.dummyHash = try Self.hashNow(SecureRandom.base64URL(SecureRandom.bytes(24)), settings: settings)
     }
@@ -85,18 +86,7 @@ package final class PasswordHasher: Service, Sendable {
     }
 
     private func admit<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        let limit = settings.concurrency + settings.queueLimit
-        let accepted = admitted.withLock { count -> Bool in
-            guard count < limit else { return false }
-            count += 1
-            return true
-        }
-        guard accepted else {
-            Counter(label: "bookworm_hash_shed_total").increment()
-            throw AppError.overloaded(retryAfterSeconds: 1)
-        }
-        defer { admitted.withLock { $0 -= 1 } }
-        return try await pool.runIfActive {
+        try await admission.run { try await pool.runIfActive {
             LowPriorityThread.lowerOnce()
             self.running.withLock { state in
                 state.now += 1
@@ -107,7 +97,7 @@ package final class PasswordHasher: Service, Sendable {
                 self.completed.withLock { $0 += 1 }
             }
             return try work()
-        }
+        } }
     }
 
     package static func hashNow(_ password: String, settings: Settings) throws -> String {

@@ -44,14 +44,15 @@ package final class PhotoMaker: Service, Sendable {
 
     package let settings: Settings
     private let pool: NIOThreadPool
-    private let admitted = Mutex(0)
-    /// Photos being made or waiting, for `/metrics` and the tests.
-    package var admittedCount: Int { admitted.withLock { $0 } }
+    private let admission: Admission
+    /// Photos being made or waiting.
+    package var admittedCount: Int { admission.count }
 
     /// libvips starts with the first photo, on a photo thread at low priority: the threads it
     /// starts for itself take that priority from it (GLib's pools copy their creator's).
     package init(settings: Settings) throws {
         self.settings = settings
+        self.admission = Admission(limit: settings.concurrency + settings.queueLimit, shedMetric: "bookworm_photos_shed_total")
         self.pool = NIOThreadPool(numberOfThreads: settings.concurrency)
         self.pool.start()
     }
@@ -63,22 +64,13 @@ package final class PhotoMaker: Service, Sendable {
 
     /// The photo made from `upload`, or the error the upload deserves.
     package func make(_ upload: Data) async throws -> MadePhoto {
-        let limit = settings.concurrency + settings.queueLimit
-        let accepted = admitted.withLock { count -> Bool in
-            guard count < limit else { return false }
-            count += 1
-            return true
-        }
-        guard accepted else {
-            Counter(label: "bookworm_photos_shed_total").increment()
-            throw AppError.overloaded(retryAfterSeconds: 1)
-        }
-        defer { admitted.withLock { $0 -= 1 } }
         let settings = settings
-        return try await pool.runIfActive {
-            // As password hashing: a photo waits behind requests, never the other way round.
-            LowPriorityThread.lowerOnce()
-            return try Self.makeNow(upload, settings: settings)
+        return try await admission.run {
+            try await pool.runIfActive {
+                // As password hashing: a photo waits behind requests, never the other way round.
+                LowPriorityThread.lowerOnce()
+                return try Self.makeNow(upload, settings: settings)
+            }
         }
     }
 

@@ -90,18 +90,6 @@ package enum TestPictures {
         return markers
     }
 
-    /// A WebP's chunk names (`VP8 `, `VP8L`, `VP8X`, `ALPH`; `EXIF`, `XMP ` and `ICCP` carry metadata).
-    package static func webpChunks(_ data: Data) -> [String] {
-        let bytes = [UInt8](data)
-        var names: [String] = [], at = 12
-        while at + 8 <= bytes.count {
-            names.append(String(decoding: bytes[at..<at + 4], as: UTF8.self))
-            let length = Int(bytes[at + 4]) | Int(bytes[at + 5]) << 8 | Int(bytes[at + 6]) << 16 | Int(bytes[at + 7]) << 24
-            at += 8 + length + (length & 1)
-        }
-        return names
-    }
-
     package static func tool(_ arguments: String...) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
