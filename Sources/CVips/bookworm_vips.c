@@ -9,8 +9,15 @@
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static int start_result = -1;
 
+/* libvips' warnings (a damaged tile, a truncated file) would go to stderr outside the server's
+   logs; what matters of them reaches the caller as a return code. */
+static void quiet(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {
+    (void)domain; (void)level; (void)message; (void)data;
+}
+
 static void start_once(void) {
     if (VIPS_INIT("bookworm")) return;
+    g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO, quiet, NULL);
     /* Memory has a ceiling: no cache of operations or files, one worker thread per image
        (the server decides how many images run at once). */
     vips_cache_set_max(0);
