@@ -31,10 +31,13 @@ final class BenchHTTPConnection {
 
     /// Sends one request and reads its whole answer: (status, body).
     func send(_ method: String, _ path: String, token: String?, json: String? = nil) throws -> (status: Int, body: String) {
+        try send(method, path, token: token, body: Array((json ?? "").utf8), contentType: json == nil ? nil : "application/json")
+    }
+
+    func send(_ method: String, _ path: String, token: String?, body: [UInt8], contentType: String?) throws -> (status: Int, body: String) {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n"
         if let token { head += "Authorization: Bearer \(token)\r\n" }
-        let body = Array((json ?? "").utf8)
-        if json != nil { head += "Content-Type: application/json\r\n" }
+        if let contentType { head += "Content-Type: \(contentType)\r\n" }
         head += "Content-Length: \(body.count)\r\n\r\n"
         let bytes = Array(head.utf8) + body
         var sent = 0

@@ -150,7 +150,7 @@ struct PhotosCommand: AsyncParsableCommand {
         commandName: "photos",
         abstract: "12-megapixel JPEGs through PUT into six files each vs `vips thumbnail`; peak RSS of 8 uploads; others' p99 meanwhile.")
 
-    @Option(help: "Pictures to upload (and to make with vips thumbnail).") var images = 24
+    @Option(help: "Pictures to upload (and to make with vips thumbnail).") var images = 48
     @Option(help: "Port for the server under test.") var port = 18_080
 
     func run() async throws {

@@ -121,8 +121,7 @@ static VipsImage *compute(VipsImage *image, double deadline) {
 }
 
 /* The full size decoded once into memory (shrink-on-load, sRGB, 8 bits), then turned upright. */
-static VipsImage *decode(const void *data, size_t length, int edge, double deadline_seconds) {
-    double deadline = now_seconds() + deadline_seconds;
+static VipsImage *decode(const void *data, size_t length, int edge, double deadline) {
     VipsImage *thumb;
     /* libvips 8.14 ignores thumbnail_buffer's own fail_on (libvips/libvips#5195) and would
        answer a truncated upload with half a picture: the loader is given it as an option
@@ -173,8 +172,9 @@ int bw_photo_make(const void *data, size_t length, double max_pixels, double dea
     if (pixels > max_pixels) return fail(out, BW_PHOTO_TOO_LARGE);
 
     VipsImage *sizes[3] = {NULL, NULL, NULL};
-    sizes[0] = decode(data, length, edges[0], deadline_seconds);
-    if (!sizes[0]) return fail(out, BW_PHOTO_UNREADABLE);
+    double deadline = now_seconds() + deadline_seconds;
+    sizes[0] = decode(data, length, edges[0], deadline);
+    if (!sizes[0]) return fail(out, now_seconds() > deadline ? BW_PHOTO_TIMED_OUT : BW_PHOTO_UNREADABLE);
     int code = BW_PHOTO_OK;
     for (int i = 1; i < 3 && code == BW_PHOTO_OK; i++) {
         sizes[i] = fit(sizes[i - 1], edges[i]);

@@ -48,8 +48,7 @@ package final class PhotoMaker: Service, Sendable {
     /// Photos being made or waiting.
     package var admittedCount: Int { admission.count }
 
-    /// libvips starts with the first photo, on a photo thread at low priority: the threads it
-    /// starts for itself take that priority from it (GLib's pools copy their creator's).
+    /// libvips starts with the first photo, on a photo thread (see `make`).
     package init(settings: Settings) throws {
         self.settings = settings
         self.admission = Admission(limit: settings.concurrency + settings.queueLimit, shedMetric: "bookworm_photos_shed_total")
@@ -57,7 +56,14 @@ package final class PhotoMaker: Service, Sendable {
         self.pool.start()
     }
 
+    /// Starts libvips on a photo thread (so its own threads take that thread's policy), and
+    /// fails the server at once if it cannot.
     package func run() async throws {
+        let started = try await pool.runIfActive {
+            LowPriorityThread.idleOnce()
+            return bw_vips_start()
+        }
+        guard started == 0 else { throw AppError.unavailable("libvips could not start") }
         try? await gracefulShutdown()
         try await pool.shutdownGracefully()
     }
@@ -67,8 +73,9 @@ package final class PhotoMaker: Service, Sendable {
         let settings = settings
         return try await admission.run {
             try await pool.runIfActive {
-                // As password hashing: a photo waits behind requests, never the other way round.
-                LowPriorityThread.lowerOnce()
+                // A photo waits behind requests, never the other way round; libvips' own threads,
+                // started from here, take the same policy (GLib's pools copy their creator's).
+                LowPriorityThread.idleOnce()
                 return try Self.makeNow(upload, settings: settings)
             }
         }
@@ -86,24 +93,20 @@ package final class PhotoMaker: Service, Sendable {
         defer { bw_photo_free(&out) }
         switch Int(code) {
         case BW_PHOTO_OK: break
-        case BW_PHOTO_UNSUPPORTED:
-            throw AppError.unsupportedMediaType("The body is not a JPEG, PNG, WebP or HEIF picture")
-        case BW_PHOTO_TOO_LARGE:
-            throw AppError.unprocessableBecause(code: "image_too_large",
-                                                detail: "The picture has more than \(settings.maxPixels) pixels", field: nil)
-        case BW_PHOTO_UNREADABLE:
-            throw AppError.unprocessableBecause(code: "image_unreadable", detail: "The picture cannot be read: it is damaged", field: nil)
-        default:
-            throw AppError.unavailable("libvips could not write a photo: \(Self.error(of: &out))")
+        case BW_PHOTO_UNSUPPORTED: throw PhotoRefusal.unsupported
+        case BW_PHOTO_TOO_LARGE: throw PhotoRefusal.tooLarge(settings.maxPixels)
+        case BW_PHOTO_UNREADABLE: throw PhotoRefusal.unreadable
+        case BW_PHOTO_TIMED_OUT: throw PhotoRefusal.timedOut(settings.deadlineSeconds)
+        default: throw PhotoRefusal.failed("libvips could not write a photo: \(Self.error(of: &out))")
         }
         var files: [MadePhoto.Size: [MadePhoto.Format: Data]] = [:]
         let jpegs = [out.jpeg.0, out.jpeg.1, out.jpeg.2], jpegLengths = [out.jpeg_length.0, out.jpeg_length.1, out.jpeg_length.2]
         let webps = [out.webp.0, out.webp.1, out.webp.2], webpLengths = [out.webp_length.0, out.webp_length.1, out.webp_length.2]
         for (index, size) in [MadePhoto.Size.full, .card, .thumb].enumerated() {
-            guard let jpeg = jpegs[index], let webp = webps[index] else { throw AppError.unavailable("libvips wrote no \(size) photo") }
+            guard let jpeg = jpegs[index], let webp = webps[index] else { throw PhotoRefusal.failed("libvips wrote no \(size) photo") }
             files[size] = [.jpeg: Data(bytes: jpeg, count: jpegLengths[index]), .webp: WebPContainer.withoutMetadata(Data(bytes: webp, count: webpLengths[index]))]
         }
-        guard let pixels = out.thumb_rgb else { throw AppError.unavailable("libvips gave no thumbnail pixels") }
+        guard let pixels = out.thumb_rgb else { throw PhotoRefusal.failed("libvips gave no thumbnail pixels") }
         let width = Int(out.thumb_width), height = Int(out.thumb_height)
         let blurhash = Blurhash.encode(UnsafeBufferPointer(start: pixels, count: width * height * 3), width: width, height: height)
         return MadePhoto(width: Int(out.width), height: Int(out.height), blurhash: blurhash, files: files)
@@ -111,5 +114,31 @@ package final class PhotoMaker: Service, Sendable {
 
     private static func error(of photo: inout bw_photo) -> String {
         withUnsafeBytes(of: &photo.error) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+}
+
+/// Why a picture was not made. The first three are the picture's own doing (a stored upload
+/// like that is dropped); a decode out of time or libvips failing may go another time.
+package enum PhotoRefusal: Error, Sendable {
+    case unsupported, tooLarge(Int), unreadable, timedOut(Double), failed(String)
+
+    var isThePicturesFault: Bool {
+        switch self {
+        case .unsupported, .tooLarge, .unreadable: true
+        case .timedOut, .failed: false
+        }
+    }
+
+    /// What the uploader is told.
+    var appError: AppError {
+        switch self {
+        case .unsupported: .unsupportedMediaType("The body is not a JPEG, PNG, WebP or HEIF picture")
+        case .tooLarge(let pixels):
+            .unprocessableBecause(code: "image_too_large", detail: "The picture has more than \(pixels) pixels", field: nil)
+        case .unreadable: .unprocessableBecause(code: "image_unreadable", detail: "The picture cannot be read: it is damaged", field: nil)
+        case .timedOut(let seconds):
+            .unprocessableBecause(code: "image_unreadable", detail: "The picture took longer than \(Int(seconds)) s to read", field: nil)
+        case .failed(let reason): .unavailable(reason)
+        }
     }
 }

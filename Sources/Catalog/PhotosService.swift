@@ -40,7 +40,8 @@ package struct PhotosService: Sendable {
     /// picture is made before the transaction, so no row is locked while libvips works.
     func set(owner: UUID, copy id: UUID, upload: Data) async throws -> (id: String, photo: MadePhoto) {
         try await client.transaction(logger: logger) { connection in _ = try await copies.lockOwned(id, by: owner, on: connection) }
-        let made = try await make(upload)
+        let made: MadePhoto
+        do { made = try await make(upload) } catch let refusal as PhotoRefusal { throw refusal.appError }
         let photoID = try await client.transaction(logger: logger) { connection in
             let previous = try await copies.lockOwned(id, by: owner, on: connection)
             let photoID = try await photos.put(made, on: connection)
@@ -57,7 +58,13 @@ package struct PhotosService: Sendable {
         guard id.count == 64, id.allSatisfy(\.isHexDigit) else { throw notFound }
         let found = try await photos.file(id, size: size, format: format)
         if let bytes = found.bytes { return bytes }
-        guard found.uploaded, let made = try await remake(id).made, let bytes = made.files[size]?[format] else { throw notFound }
+        let remade: MadePhoto?
+        do {
+            remade = found.uploaded ? try await remake(id).made : nil
+        } catch is PhotoRefusal {
+            throw AppError.unavailable("a stored photo could not be made anew this time")
+        }
+        guard let remade, let bytes = remade.files[size]?[format] else { throw notFound }
         return ByteBuffer(bytes: bytes)
     }
 
@@ -71,8 +78,8 @@ package struct PhotosService: Sendable {
         var made: MadePhoto?
         do {
             made = try await make(upload.bytes)
-        } catch let error as AppError where Self.isThePicturesFault(error) {
-            // It cannot be served safely as it is, so it goes.
+        } catch let refusal as PhotoRefusal where refusal.isThePicturesFault {
+            // It cannot be served safely as it is, so it goes; any other failure is retried.
             logger.warning("a stored photo cannot be made anew; its copies lose it", metadata: ["photo": .string(upload.id)])
         }
         let photo = made
@@ -83,13 +90,6 @@ package struct PhotosService: Sendable {
             try await photos.replace(upload.id, with: new, on: connection)
         }
         return (true, photo)
-    }
-
-    /// Anything but a full queue: libvips failing to write one picture is that picture's doing,
-    /// and retrying it would hold every later one back.
-    private static func isThePicturesFault(_ error: AppError) -> Bool {
-        if case .overloaded = error { return false }
-        return true
     }
 }
 

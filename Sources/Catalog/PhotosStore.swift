@@ -20,15 +20,14 @@ package struct PhotosStore: Sendable {
         let id = photo.id
         let rows = try await connection.query("""
             INSERT INTO photos (id, width, height, blurhash) VALUES (\(id), \(photo.width), \(photo.height), \(photo.blurhash))
-            ON CONFLICT (id) DO NOTHING RETURNING id
+            ON CONFLICT (id) DO UPDATE SET width = EXCLUDED.width WHERE false
+            RETURNING id
             """, logger: logger)
+        // Already there, the row is locked all the same (PostgreSQL locks a conflicting row even
+        // when the update's WHERE is false), so an orphan clean-up cannot take it before we commit.
         var inserted = false
         for try await _ in rows { inserted = true }
-        guard inserted else {
-            // Already there: held (key share) until we commit, so an orphan clean-up cannot take it.
-            try await connection.query("SELECT 1 FROM photos WHERE id = \(id) FOR KEY SHARE", logger: logger)
-            return id
-        }
+        guard inserted else { return id }
         for (size, formats) in photo.files {
             for (format, bytes) in formats {
                 try await connection.query("""
@@ -80,6 +79,9 @@ package struct PhotosStore: Sendable {
     /// Removes a photo no copy points at any more. The row lock on the photo makes a racing
     /// copy that is about to point at it wait, and the foreign key stops a wrong delete.
     func deleteIfOrphaned(_ id: String, on connection: PostgresConnection) async throws {
+        // Locked first, then deleted by a statement of its own: had the DELETE waited for a
+        // transaction that made a copy show the photo, its old snapshot would not see that copy.
+        try await connection.query("SELECT 1 FROM photos WHERE id = \(id) FOR UPDATE", logger: logger)
         try await connection.query("""
             DELETE FROM photos p WHERE p.id = \(id) AND NOT EXISTS (SELECT 1 FROM copies c WHERE c.photo_id = p.id)
             """, logger: logger)

@@ -156,7 +156,7 @@ extension TestApp {
         }
     }
 
-    @Test func aDecodePastItsDeadlineStopsAsUnreadableWhateverItsOrientation() throws {
+    @Test func aDecodePastItsDeadlineStopsAndIsNotThePicturesFault() throws {
         let black = try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3")
         let sideways = TestPictures.withPhoneMetadata(black)
         var settings = PhotoMaker.Settings(concurrency: 1)
@@ -164,7 +164,17 @@ extension TestApp {
         do {
             _ = try PhotoMaker.makeNow(sideways, settings: settings)
             Issue.record("a decode past its deadline was finished")
-        } catch AppError.unprocessableBecause(let code, _, _) {
+        } catch let refusal as PhotoRefusal {
+            guard case .timedOut = refusal else {
+                Issue.record("\(refusal)")
+                return
+            }
+            // A stored upload is not dropped for it; an uploader is told the picture cannot be read.
+            #expect(!refusal.isThePicturesFault)
+            guard case .unprocessableBecause(let code, _, _) = refusal.appError else {
+                Issue.record("\(refusal.appError)")
+                return
+            }
             #expect(code == "image_unreadable")
         }
         settings.deadlineSeconds = 20

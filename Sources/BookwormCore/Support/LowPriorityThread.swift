@@ -19,6 +19,21 @@ package enum LowPriorityThread {
         #endif
     }
 
+    /// Puts the calling thread in `SCHED_IDLE`: it runs only on a core nothing else wants, and
+    /// any other thread that wakes takes the core from it at once. Nice 19 was not enough for
+    /// photos: with two photo threads busy, Linux's scheduler (EEVDF) let them finish their slice
+    /// first, and other users' requests waited up to a few ms (`BookwormBench photos`).
+    package static func idleOnce() {
+        #if os(Linux)
+        if pthread_getspecific(key.value) == nil {
+            var parameters = sched_param()
+            // SCHED_IDLE (5): glibc declares it only under _GNU_SOURCE. Zero names the calling thread.
+            _ = sched_setscheduler(0, 5, &parameters)
+            pthread_setspecific(key.value, UnsafeRawPointer(bitPattern: 1))
+        }
+        #endif
+    }
+
     /// One thread at low priority, for the process's lifetime: work run here runs one at a
     /// time, so its memory is one piece of work's.
     package static let single: NIOThreadPool = {

@@ -9,8 +9,9 @@ enum {
     BW_PHOTO_OK = 0,
     BW_PHOTO_UNSUPPORTED = 1, /* not a JPEG, PNG, WebP or HEIF/HEIC */
     BW_PHOTO_TOO_LARGE = 2,   /* more pixels than allowed, read from the header */
-    BW_PHOTO_UNREADABLE = 3,  /* corrupt, truncated, or out of time */
-    BW_PHOTO_FAILED = 4       /* libvips could not start or write */
+    BW_PHOTO_UNREADABLE = 3,  /* corrupt or truncated */
+    BW_PHOTO_FAILED = 4,      /* libvips could not start or write */
+    BW_PHOTO_TIMED_OUT = 5    /* the decode went past its deadline */
 };
 
 /* The three sizes, each as JPEG and WebP, written anew without any metadata. */
