@@ -44,6 +44,15 @@ import Testing
                     return false
                 }
                 #expect(inRecovery)
+                // And it has replayed the migrations the app just ran: until then a statement naming
+                // what they added fails there (and is answered by the primary).
+                var primaryLSN = ""
+                for try await lsn in try await app.db.query("SELECT pg_current_wal_lsn()::text").decode(String.self) { primaryLSN = lsn }
+                #expect(try await eventually(within: 30) {
+                    guard let rows = try? await replicaDB.query("SELECT pg_last_wal_replay_lsn() >= \(primaryLSN)::pg_lsn") else { return false }
+                    for try await caughtUp in rows.decode(Bool.self) { return caughtUp }
+                    return false
+                })
                 let owner = try await app.register()
                 _ = try await app.addCopy(owner.token, title: "Seen Everywhere")
                 #expect(try await eventually(within: 30) { try await app.page("/v1/copies?limit=100").ids.count == 1 })

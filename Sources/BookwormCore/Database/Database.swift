@@ -156,9 +156,21 @@ package struct Database: Sendable {
         guard let fallback = replicaOf else { return try await pooledConnection(body) }
         if fallback.resting { return try await fallback.primary.withConnection(body) }
         do {
-            return try await pooledConnection(body)
+            return try await pooledConnection { connection in
+                do {
+                    return try await body(connection)
+                } catch where ReplicaFallback.behindOnSchema(error) {
+                    // PostgresNIO keeps a failed PREPARE for the connection's whole life
+                    // (`PreparedStatementStateMachine`'s `.error`; `PreparedStatementMemoryTests`
+                    // shows it): closed, the pool opens a new one that prepares again.
+                    try? await connection.close()
+                    throw error
+                }
+            }
         } catch where DatabaseOutage.matches(error) {
             fallback.rest()
+            return try await fallback.primary.withConnection(body)
+        } catch where ReplicaFallback.behindOnSchema(error) {
             return try await fallback.primary.withConnection(body)
         } catch where ReplicaFallback.conflictsWithReplay(error) {
             // A replica cancels a read that conflicts with what it replays, or has not yet

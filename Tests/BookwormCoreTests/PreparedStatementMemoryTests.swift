@@ -1,0 +1,39 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+@testable import BookwormCore
+@testable import BookwormTestSupport
+
+/// PostgresNIO remembers a PREPARE that failed for as long as the connection lives, so a
+/// replica's connection that prepared a statement before a migration was replayed fails it
+/// forever; `Database.withConnection` closes such a connection. When this test fails,
+/// PostgresNIO prepares again, and that close can go.
+@Suite struct PreparedStatementMemoryTests {
+    struct CountLater: PostgresPreparedStatement {
+        static let name = "bookworm_test_count_later"
+        static let sql = "SELECT count(*)::int8 FROM later_table"
+        typealias Row = Int
+        func makeBindings() -> PostgresBindings { PostgresBindings() }
+        func decodeRow(_ row: PostgresRow) throws -> Int { try row.decode(Int.self) }
+    }
+
+    static func count(_ connection: PostgresConnection, _ logger: Logger) async throws -> [Int] {
+        var counts: [Int] = []
+        for try await count in try await connection.execute(CountLater(), logger: logger) { counts.append(count) }
+        return counts
+    }
+
+    @Test func aFailedPrepareIsRememberedByTheConnection() async throws {
+        try await withTestDatabase { _, client in
+            let logger = Logger(label: "prepare")
+            try await client.withConnection { connection in
+                await #expect(throws: PSQLError.self) { _ = try await Self.count(connection, logger) }
+                try await connection.query("CREATE TABLE later_table (id int)", logger: logger)
+                // The table is there now, and a plain query sees it; the prepared statement still fails.
+                _ = try await connection.query("SELECT count(*) FROM later_table", logger: logger).collect()
+                await #expect(throws: PSQLError.self) { _ = try await Self.count(connection, logger) }
+            }
+        }
+    }
+}
