@@ -49,7 +49,7 @@ import Testing
                 var primaryLSN = ""
                 for try await lsn in try await app.db.query("SELECT pg_current_wal_lsn()::text").decode(String.self) { primaryLSN = lsn }
                 #expect(try await eventually(within: 30) {
-                    guard let rows = try? await replicaDB.query("SELECT pg_last_wal_replay_lsn() >= \(primaryLSN)::pg_lsn") else { return false }
+                    guard let rows = try? await replicaDB.query("SELECT coalesce(pg_last_wal_replay_lsn() >= \(primaryLSN)::pg_lsn, false)") else { return false }
                     for try await caughtUp in rows.decode(Bool.self) { return caughtUp }
                     return false
                 })

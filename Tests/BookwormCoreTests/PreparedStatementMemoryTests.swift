@@ -28,11 +28,13 @@ import Testing
         try await withTestDatabase { _, client in
             let logger = Logger(label: "prepare")
             try await client.withConnection { connection in
-                await #expect(throws: PSQLError.self) { _ = try await Self.count(connection, logger) }
+                let before = await #expect(throws: PSQLError.self) { _ = try await Self.count(connection, logger) }
+                #expect(before.flatMap { ServerError.sqlState(of: $0) } == "42P01")
                 try await connection.query("CREATE TABLE later_table (id int)", logger: logger)
                 // The table is there now, and a plain query sees it; the prepared statement still fails.
                 _ = try await connection.query("SELECT count(*) FROM later_table", logger: logger).collect()
-                await #expect(throws: PSQLError.self) { _ = try await Self.count(connection, logger) }
+                let after = await #expect(throws: PSQLError.self) { _ = try await Self.count(connection, logger) }
+                #expect(after.flatMap { ServerError.sqlState(of: $0) } == "42P01")
             }
         }
     }

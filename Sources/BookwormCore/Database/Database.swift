@@ -171,6 +171,8 @@ package struct Database: Sendable {
             fallback.rest()
             return try await fallback.primary.withConnection(body)
         } catch where ReplicaFallback.behindOnSchema(error) {
+            // The replica rests while it replays, rather than losing a connection per read.
+            fallback.rest()
             return try await fallback.primary.withConnection(body)
         } catch where ReplicaFallback.conflictsWithReplay(error) {
             // A replica cancels a read that conflicts with what it replays, or has not yet

@@ -29,11 +29,11 @@ package final class ReplicaFallback: Sendable {
         return state == "40001" || state == "3D000"
     }
 
-    /// 42P01, 42703: a statement names a table or column the replica has not replayed yet (a
-    /// migration has just run on the primary).
+    /// 42P01, 42703, 42883, 42704: a statement names a table, column, function or type the
+    /// replica has not replayed yet (a migration has just run on the primary).
     static func behindOnSchema(_ error: any Error) -> Bool {
         guard let state = ServerError.sqlState(of: error) else { return false }
-        return state == "42P01" || state == "42703"
+        return ["42P01", "42703", "42883", "42704"].contains(state)
     }
 
     func rest() {
