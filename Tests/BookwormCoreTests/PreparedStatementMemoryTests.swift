@@ -38,4 +38,22 @@ import Testing
             }
         }
     }
+
+    /// A replica that has not replayed a migration (here: a database without the table) is not
+    /// an error for the reader: the primary answers.
+    @Test func aReadNamingWhatTheReplicaLacksIsAnsweredByThePrimary() async throws {
+        let logger = Logger(label: "replica-schema")
+        try await withTestDatabase { _, primaryClient in
+            try await primaryClient.query("CREATE TABLE later_table (id int)", logger: logger)
+            try await primaryClient.query("INSERT INTO later_table VALUES (1), (2), (3)", logger: logger)
+            try await withTestDatabase { _, replicaClient in
+                let replica = Database.readReplica(client: replicaClient, primary: Database(client: primaryClient))
+                let first = try await replica.execute(CountLater(), logger: logger)
+                #expect(first == [3])
+                // Resting now, the replica is not asked again at once; the answer is the primary's still.
+                let second = try await replica.execute(CountLater(), logger: logger)
+                #expect(second == [3])
+            }
+        }
+    }
 }
