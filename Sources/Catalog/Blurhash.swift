@@ -10,15 +10,20 @@ enum Blurhash {
         let (xs, ys) = width >= height ? (4, 3) : (3, 4)
         var linear = [Float](repeating: 0, count: 256)
         for value in 0..<256 { linear[value] = Float(toLinear(value)) }
+        // Each component's cosines along a row and down a column, computed once, not per pixel.
+        func cosines(_ count: Int, _ components: Int) -> [[Float]] {
+            (0..<components).map { k in (0..<count).map { Float(cos(Double.pi * Double(k) * Double($0) / Double(count))) } }
+        }
+        let across = cosines(width, xs), down = cosines(height, ys)
         var factors: [(Float, Float, Float)] = []
         for j in 0..<ys {
             for i in 0..<xs {
                 let normalisation: Float = (i == 0 && j == 0) ? 1 : 2
                 var (r, g, b): (Float, Float, Float) = (0, 0, 0)
                 for y in 0..<height {
-                    let cy = Float(cos(Double.pi * Double(j) * Double(y) / Double(height)))
+                    let cy = normalisation * down[j][y]
                     for x in 0..<width {
-                        let basis = normalisation * Float(cos(Double.pi * Double(i) * Double(x) / Double(width))) * cy
+                        let basis = across[i][x] * cy
                         let offset = 3 * (y * width + x)
                         r += basis * linear[Int(pixels[offset])]
                         g += basis * linear[Int(pixels[offset + 1])]

@@ -32,7 +32,8 @@ package final class PhotoMaker: Service, Sendable {
         package var maxPixels = 40_000_000
         /// A decode still running after this long is stopped (422 `image_unreadable`).
         package var deadlineSeconds = 20.0
-        package var edges: [MadePhoto.Size: Int32] = [.full: 1600, .card: 480, .thumb: 160]
+        /// Long edges of full, card and thumb, in the order libvips makes them (each from the one before).
+        package var edges: [Int32] = [1600, 480, 160]
         package var jpegQuality: Int32 = 82
         package var webpQuality: Int32 = 80
 
@@ -83,9 +84,8 @@ package final class PhotoMaker: Service, Sendable {
 
     static func makeNow(_ upload: Data, settings: Settings) throws -> MadePhoto {
         var out = bw_photo()
-        let edges: [Int32] = [settings.edges[.full] ?? 1600, settings.edges[.card] ?? 480, settings.edges[.thumb] ?? 160]
         let code = upload.withUnsafeBytes { bytes in
-            edges.withUnsafeBufferPointer { edges in
+            settings.edges.withUnsafeBufferPointer { edges in
                 bw_photo_make(bytes.baseAddress, bytes.count, Double(settings.maxPixels), settings.deadlineSeconds, edges.baseAddress,
                               settings.jpegQuality, settings.webpQuality, &out)
             }

@@ -90,7 +90,9 @@ package enum TestPictures {
         return markers
     }
 
-    package static func tool(_ arguments: String...) throws -> String {
+    package static func tool(_ arguments: String...) throws -> String { try tool(arguments) }
+
+    package static func tool(_ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
@@ -196,12 +198,7 @@ extension TestPictures {
     package static func made(_ ext: String, _ arguments: String...) throws -> Data {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("made-\(UUID().uuidString).\(ext)").path
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["vips"] + arguments.map { $0 == "OUT" ? path : $0 }
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("vips \(arguments.joined(separator: " ")) failed") }
+        _ = try tool(["vips"] + arguments.map { $0 == "OUT" ? path : $0 })
         return try Data(contentsOf: URL(fileURLWithPath: path))
     }
 

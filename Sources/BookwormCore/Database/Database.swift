@@ -154,34 +154,10 @@ package struct Database: Sendable {
 
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard let fallback = replicaOf else { return try await pooledConnection(body) }
-        if fallback.resting { return try await fallback.primary.withConnection(body) }
-        do {
-            return try await pooledConnection { connection in
-                do {
-                    return try await body(connection)
-                } catch where ReplicaFallback.behindOnSchema(error) {
-                    // PostgresNIO keeps a failed PREPARE for the connection's whole life
-                    // (`PreparedStatementStateMachine`'s `.error`; `PreparedStatementMemoryTests`
-                    // shows it): closed, the pool opens a new one that prepares again.
-                    try? await connection.close()
-                    throw error
-                }
-            }
-        } catch where DatabaseOutage.matches(error) {
-            fallback.rest()
-            return try await fallback.primary.withConnection(body)
-        } catch where ReplicaFallback.behindOnSchema(error) {
-            // The replica rests while it replays, rather than losing a connection per read.
-            fallback.rest()
-            return try await fallback.primary.withConnection(body)
-        } catch where ReplicaFallback.conflictsWithReplay(error) {
-            // A replica cancels a read that conflicts with what it replays, or has not yet
-            // replayed the database's creation; the primary answers this one, the next tries again.
-            return try await fallback.primary.withConnection(body)
-        }
+        return try await fallback.read(on: self, body)
     }
 
-    private func pooledConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func pooledConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let ticket = PoolUsage.Ticket(usage)
         defer { ticket.done() }
         return try await withDeadlines { leased in

@@ -39,6 +39,34 @@ package final class ReplicaFallback: Sendable {
     func rest() {
         restingUntil.withLock { $0 = ContinuousClock.now + Self.rest }
     }
+
+    /// `body` on one of `replica`'s connections, or on the primary's while the replica rests,
+    /// is away, conflicts with what it replays, or has not replayed what the statement names.
+    func read<T: Sendable>(on replica: Database, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        if resting { return try await primary.withConnection(body) }
+        do {
+            return try await replica.pooledConnection { connection in
+                do {
+                    return try await body(connection)
+                } catch where Self.behindOnSchema(error) {
+                    // PostgresNIO keeps a failed PREPARE for the connection's whole life
+                    // (`PreparedStatementStateMachine`'s `.error`; `PreparedStatementMemoryTests`
+                    // shows it): closed, the pool opens a new one that prepares again.
+                    try? await connection.close()
+                    throw error
+                }
+            }
+        } catch where DatabaseOutage.matches(error) || Self.behindOnSchema(error) {
+            // Away, or replaying a migration: it rests rather than failing (or losing a
+            // connection) on every read meanwhile.
+            rest()
+            return try await primary.withConnection(body)
+        } catch where Self.conflictsWithReplay(error) {
+            // A replica cancels a read that conflicts with what it replays, or has not yet
+            // replayed the database's creation; the primary answers this one, the next tries again.
+            return try await primary.withConnection(body)
+        }
+    }
 }
 
 /// A second pool of the same database whose connections start with
