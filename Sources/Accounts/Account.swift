@@ -1,3 +1,5 @@
+import HTTPTypes
+import Hummingbird
 import BookwormCore
 import Foundation
 
@@ -84,6 +86,16 @@ struct PublicUser: Encodable, Sendable {
         var rating = container.nestedContainer(keyedBy: RatingKeys.self, forKey: .rating)
         try rating.encode(facts.ratingAverage, forKey: .average)
         try rating.encode(facts.ratingCount, forKey: .count)
+    }
+}
+
+extension AuthResponse {
+    /// `no-store`: an answer carrying a session token is never cached, nor kept under an
+    /// `Idempotency-Key` for replay.
+    func response(status: HTTPResponse.Status = .ok, for request: Request) throws -> Response {
+        var response = try Response.json(self, status: status, for: request)
+        response.headers[.cacheControl] = "no-store"
+        return response
     }
 }
 

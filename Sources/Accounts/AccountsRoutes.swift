@@ -42,8 +42,8 @@ package struct AccountsRoutes: Sendable {
             .init(email: email.display, emailNormalized: email.normalized, username: username,
                   displayName: displayName, password: password),
             clientAddress: context.clientAddress(request))
-        return try .json(AuthResponse(user: PrivateUser(user), token: issued.token, expiresAt: issued.expiresAt),
-                         status: .created, for: request)
+        return try AuthResponse(user: PrivateUser(user), token: issued.token, expiresAt: issued.expiresAt)
+            .response(status: .created, for: request)
     }
 
     @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -55,7 +55,7 @@ package struct AccountsRoutes: Sendable {
         guard !body.password.isEmpty else { throw AppError.invalid("password", "is required") }
         let (user, issued) = try await service.login(login: body.login, password: body.password,
                                                      clientAddress: context.clientAddress(request))
-        return try .json(AuthResponse(user: PrivateUser(user), token: issued.token, expiresAt: issued.expiresAt), for: request)
+        return try AuthResponse(user: PrivateUser(user), token: issued.token, expiresAt: issued.expiresAt).response(for: request)
     }
 
     @Sendable func logout(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -29,8 +29,8 @@ package struct GoogleRoutes: Sendable {
         var request = request
         let token = try await Self.token(&request, context: context)
         let signedIn = try await service.signIn(idToken: token, clientAddress: context.clientAddress(request))
-        return try .json(AuthResponse(user: PrivateUser(signedIn.user), token: signedIn.session.token,
-                                      expiresAt: signedIn.session.expiresAt, created: signedIn.created), for: request)
+        return try AuthResponse(user: PrivateUser(signedIn.user), token: signedIn.session.token,
+                                expiresAt: signedIn.session.expiresAt, created: signedIn.created).response(for: request)
     }
 
     @Sendable func link(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -181,9 +181,12 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                  openAPIDocument: try BundledResources.openAPIDocument(), drain: config.drain).addRoutes(to: router)
     // The pages behind the mail links (HTML, outside /v1).
     try AccountPages(mail: accountMail, publicBaseURL: config.mail.publicBaseURL).addRoutes(to: router)
-    let v1 = router.group("v1")
-    let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions))
+    // Keyed writes (`Idempotency-Key`) inside the session middleware, so a key is the user's.
+    let idempotency = IdempotencyMiddleware(store: config.idempotencyStore(client: client, logger: logger), database: client)
+    let v1 = router.group("v1").add(middleware: idempotency)
+    let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions)).add(middleware: idempotency)
     let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
+        .add(middleware: idempotency)
     let copies = CopiesService(client: client, logger: logger)
     let trades = config.tradesService(client: client, logger: logger)
     AccountsRoutes(service: accounts, profileFacts: { user in
@@ -257,6 +260,7 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
                      throttles: ThrottleStore(client: client, logger: logger, clock: config.clock), outbox: outbox,
                      syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
                      holds: ErasureSweep(client: client, logger: logger), exports: exports, imports: imports,
+                     idempotency: config.idempotencyStore(client: client, logger: logger),
                      failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
         AlertFanOut(alerts), NewWishAlerts(alerts), AlertDigest(alerts),
         PhotoRemake(service: PhotosService(client: client, maker: nil, settings: config.photos, logger: logger), clock: config.clock),

@@ -38,6 +38,8 @@ package struct Config: Sendable {
     package var wishes = WishPolicy()
     /// Days sync tombstones are kept (`BOOKWORM_SYNC_TOMBSTONE_DAYS`); an older token is 410.
     package var sync = SyncPolicy()
+    /// Hours a write's answer is kept under its `Idempotency-Key` (`BOOKWORM_IDEMPOTENCY_HOURS`).
+    package var idempotencyHours = 24
     /// Days an erased account's username stays unavailable (`BOOKWORM_USERNAME_HOLD_DAYS`).
     package var erasure = ErasurePolicy()
     /// Import limits (10 MiB, 20,000 rows) and the records per job run.
@@ -173,6 +175,7 @@ package struct Config: Sendable {
             ?? defaults.trades.acceptedDays
         config.wishes.digestHour = try reader.int("BOOKWORM_ALERT_DIGEST_HOUR", range: 0...23) ?? defaults.wishes.digestHour
         config.sync.tombstoneDays = try reader.int("BOOKWORM_SYNC_TOMBSTONE_DAYS", range: 1...3650) ?? defaults.sync.tombstoneDays
+        config.idempotencyHours = try reader.int("BOOKWORM_IDEMPOTENCY_HOURS", range: 1...720) ?? defaults.idempotencyHours
         config.erasure.usernameHoldDays = try reader.int("BOOKWORM_USERNAME_HOLD_DAYS", range: 0...3650)
             ?? defaults.erasure.usernameHoldDays
         config.reports.hideThreshold = try reader.int("BOOKWORM_REPORT_HIDE_THRESHOLD", range: 1...1000)
@@ -210,6 +213,10 @@ package enum LogFormat: String, Sendable {
 
 extension Config {
     var mailTemplates: MailTemplates { MailTemplates(from: mail.from, publicBaseURL: mail.publicBaseURL) }
+
+    func idempotencyStore(client: Database, logger: Logger) -> IdempotencyStore {
+        IdempotencyStore(client: client, clock: clock, hours: idempotencyHours, logger: logger)
+    }
 
     /// The trades' use cases, as the routes, the job runner and the moderation commands each build them.
     func tradesService(client: Database, logger: Logger) -> TradesService {

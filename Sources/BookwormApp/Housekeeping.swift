@@ -7,7 +7,7 @@ import Portability
 
 /// Every ten minutes deletes dead sessions and old throttle events, so those tables stay small,
 /// drops the content of long-failed mail, purges old sync tombstones, lifts username holds,
-/// drops expired exports and abandoned import uploads. A recurring row on the leased `jobs` table, so one runner in the whole
+/// drops expired exports, abandoned import uploads and idempotency keys past their lifetime. A recurring row on the leased `jobs` table, so one runner in the whole
 /// deployment does it each time (it used to be a timer in every `serve` process, each sweeping
 /// the same tables), it waits while the database is away as every job does, and it runs
 /// wherever background jobs run: `serve` without `--no-worker`, or `bookworm worker`.
@@ -22,6 +22,7 @@ struct Housekeeping: JobHandler {
     let holds: ErasureSweep
     let exports: ExportService
     let imports: ImportService
+    let idempotency: IdempotencyStore
     let failedMailRetentionDays: Int
     let logger: Logger
     let clock: any AppClock
@@ -36,6 +37,7 @@ struct Housekeeping: JobHandler {
         try await holds.scrubConfirmations()
         try await exports.dropExpired()
         try await imports.dropAbandonedUploads()
+        while try await idempotency.purge() > 0 {}
     }
 
     func firstRun(after now: Date) -> Date { now.addingTimeInterval(interval) }

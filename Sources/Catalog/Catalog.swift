@@ -175,6 +175,8 @@ struct CreateBookBody: StrictBody {
 }
 
 struct CreateCopyBody: StrictBody {
+    /// Made by the client (`ClientMadeID`), or nil for the server to choose.
+    let id: UUID?
     let bookID: UUID?
     let isbn: String?
     let title: String?
@@ -187,7 +189,7 @@ struct CreateCopyBody: StrictBody {
     let pinID: UUID?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case isbn, title, authors, publisher, language, condition, notes
+        case id, isbn, title, authors, publisher, language, condition, notes
         case bookID = "book_id", publishedYear = "published_year", pinID = "pin_id"
     }
 }

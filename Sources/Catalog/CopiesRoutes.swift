@@ -90,8 +90,9 @@ package struct CopiesRoutes: Sendable {
                                                          publisher: body.publisher, publishedYear: body.publishedYear,
                                                          language: body.language))
         }
-        let copy = try await service.create(owner: owner, book: book, condition: condition, notes: notes, pinID: body.pinID)
-        return try .json(copy, status: .created, for: request)
+        let made = try await service.create(id: try ClientMadeID.checked(body.id), owner: owner, book: book, condition: condition,
+                                            notes: notes, pinID: body.pinID)
+        return try .json(made.view, status: made.isNew ? .created : .ok, for: request)
     }
 
     @Sendable func update(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -52,7 +52,9 @@ package struct CopiesService: Sendable {
         try await copies.availableCount(ownerID: ownerID)
     }
 
-    package func create(owner: UUID, book: BookChoice, condition: CopyCondition, notes: String?, pinID: UUID?) async throws -> CopyView {
+    package func create(id: UUID? = nil, owner: UUID, book: BookChoice, condition: CopyCondition, notes: String?, pinID: UUID?)
+        async throws -> Made<CopyView>
+    {
         try await client.transaction(logger: logger) { connection in
             let bookID: UUID
             switch book {
@@ -66,7 +68,7 @@ package struct CopiesService: Sendable {
                 bookID = id
             }
             try await requireOwnPin(pinID, owner: owner, on: connection)
-            return try await copies.create(ownerID: owner, bookID: bookID, condition: condition, notes: notes,
+            return try await copies.create(id: id, ownerID: owner, bookID: bookID, condition: condition, notes: notes,
                                            pinID: pinID, on: connection)
         }
     }

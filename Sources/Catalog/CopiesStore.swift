@@ -72,21 +72,33 @@ package struct CopiesStore: Sendable {
                 try cell(15).decode(String?.self), try cell(16).decode(String?.self))
     }
 
-    package func create(ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
-                on connection: PostgresConnection) async throws -> CopyView {
+    /// With a client-made `id` that exists: the copy when it is `ownerID`'s with the same book,
+    /// condition, notes and pin, else `ClientMadeID.conflict`.
+    package func create(id: UUID?, ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
+                        on connection: PostgresConnection) async throws -> Made<CopyView> {
         do {
             let rows = try await connection.query("""
-                INSERT INTO copies (owner_id, book_id, condition, notes, pin_id)
-                VALUES (\(ownerID), \(bookID), \(condition.rawValue), \(notes), \(pinID))
+                INSERT INTO copies (id, owner_id, book_id, condition, notes, pin_id)
+                VALUES (coalesce(\(id), gen_random_uuid()), \(ownerID), \(bookID), \(condition.rawValue), \(notes), \(pinID))
+                ON CONFLICT (id) DO NOTHING
                 RETURNING id
                 """, logger: logger)
-            for try await id in rows.decode(UUID.self) {
-                if let copy = try await get(id, connection: connection) { return copy }
+            for try await made in rows.decode(UUID.self) {
+                if let copy = try await get(made, connection: connection) { return Made(copy, isNew: true) }
             }
         } catch let error as PSQLError where error.sqlState == "23503" {
             throw AppError.unprocessable("book_id: no book with id \(bookID.apiString)")
         }
-        throw AppError.unavailable("copy insert returned no row")
+        guard let id else { throw AppError.unavailable("copy insert returned no row") }
+        let same = try await connection.query("""
+            SELECT owner_id = \(ownerID) AND book_id = \(bookID) AND condition = \(condition.rawValue)
+                   AND notes IS NOT DISTINCT FROM \(notes) AND pin_id IS NOT DISTINCT FROM \(pinID)
+            FROM copies WHERE id = \(id)
+            """, logger: logger)
+        for try await same in same.decode(Bool.self) where same {
+            if let copy = try await get(id, connection: connection) { return Made(copy, isNew: false) }
+        }
+        throw ClientMadeID.conflict
     }
 
     package func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> CopyView? {

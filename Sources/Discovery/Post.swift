@@ -102,6 +102,8 @@ package struct FeedPolicy: Sendable {
 
 /// A validated new post; `pinID` nil means "the author's default pin".
 package struct NewPost: Sendable {
+    /// Made by the client (`ClientMadeID`), or nil for the server to choose.
+    var id: UUID? = nil
     let kind: PostKind
     let body: String
     let bookID: UUID?
@@ -110,6 +112,7 @@ package struct NewPost: Sendable {
 }
 
 struct CreatePostBody: StrictBody {
+    let id: UUID?
     let kind: String
     let body: String
     let bookID: UUID?
@@ -117,7 +120,7 @@ struct CreatePostBody: StrictBody {
     let pinID: UUID?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case kind, body
+        case id, kind, body
         case bookID = "book_id", copyID = "copy_id", pinID = "pin_id"
     }
 }
@@ -169,7 +172,8 @@ package enum FeedValidation {
         var errors: [FieldError] = []
         let postKind = try collectFieldErrors(&errors) { try Self.kind(body.kind) }
         let text = try collectFieldErrors(&errors) { try Self.body(body.body) }
+        let id = try collectFieldErrors(&errors) { try ClientMadeID.checked(body.id) } ?? nil
         guard errors.isEmpty, let postKind, let text else { throw AppError.validation(errors) }
-        return NewPost(kind: postKind, body: text, bookID: body.bookID, copyID: body.copyID, pinID: body.pinID)
+        return NewPost(id: id, kind: postKind, body: text, bookID: body.bookID, copyID: body.copyID, pinID: body.pinID)
     }
 }

@@ -53,7 +53,8 @@ package struct PostsRoutes: Sendable {
         let author = try context.requireSession().user.id
         var request = request
         let post = try FeedValidation.newPost(try await request.decodeStrict(CreatePostBody.self, context: context))
-        return try .json(try await service.create(author: author, post: post), status: .created, for: request)
+        let made = try await service.create(author: author, post: post)
+        return try .json(made.view, status: made.isNew ? .created : .ok, for: request)
     }
 
     @Sendable func delete(_ request: Request, context: AppRequestContext) async throws -> Response {

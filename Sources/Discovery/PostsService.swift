@@ -41,10 +41,17 @@ package struct PostsService: Sendable {
         return post
     }
 
-    package func create(author: UUID, post: NewPost) async throws -> PostView {
+    /// With a client-made id that exists: that post when it is the author's with the same
+    /// content, else `ClientMadeID.conflict`; checked before the duplicate and rate rules, which
+    /// would otherwise refuse the replay.
+    package func create(author: UUID, post: NewPost) async throws -> Made<PostView> {
         let rateKey = "post:user:" + author.apiString
         return try await client.transaction(logger: logger) { connection in
             try await throttles.lock(key: rateKey, on: connection)
+            if let id = post.id, let same = try await posts.isSame(id, authorID: author, post: post, on: connection) {
+                guard same, let view = try await posts.get(id, connection: connection) else { throw ClientMadeID.conflict }
+                return Made(view, isNew: false)
+            }
             if try await posts.isDuplicate(authorID: author, body: post.body, within: policy.duplicateWindow, on: connection) {
                 throw AppError.conflict(code: "duplicate-post",
                                         detail: "You posted this text less than \(Int(policy.duplicateWindow)) seconds ago",
@@ -60,7 +67,7 @@ package struct PostsService: Sendable {
             }
             let view = try await posts.insert(authorID: author, post: post, bookID: bookID, on: connection)
             try await throttles.record(keys: [rateKey], window: Self.rateWindow, on: connection)
-            return view
+            return Made(view, isNew: true)
         }
     }
 

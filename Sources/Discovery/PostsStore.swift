@@ -162,15 +162,31 @@ package struct PostsStore: Sendable {
     /// The pin named, or the author's default pin (nil when the author has none).
     package func insert(authorID: UUID, post: NewPost, bookID: UUID?, on connection: PostgresConnection) async throws -> PostView {
         let rows = try await connection.query("""
-            INSERT INTO posts (author_id, kind, body, book_id, copy_id, pin_id)
-            VALUES (\(authorID), \(post.kind.rawValue), \(post.body), \(bookID), \(post.copyID),
+            INSERT INTO posts (id, author_id, kind, body, book_id, copy_id, pin_id)
+            VALUES (coalesce(\(post.id), gen_random_uuid()), \(authorID), \(post.kind.rawValue), \(post.body), \(bookID), \(post.copyID),
                     coalesce(\(post.pinID), (SELECT id FROM pins WHERE owner_id = \(authorID) AND is_default)))
+            ON CONFLICT (id) DO NOTHING
             RETURNING id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) {
             if let view = try await get(id, connection: connection) { return view }
         }
+        if post.id != nil { throw ClientMadeID.conflict }
         throw AppError.unavailable("post insert returned no row")
+    }
+
+    /// Nil when no post has `id`; else whether it is `authorID`'s with the content of `post`
+    /// (the book and pin only where the request names them: else the server chose them).
+    func isSame(_ id: UUID, authorID: UUID, post: NewPost, on connection: PostgresConnection) async throws -> Bool? {
+        let rows = try await connection.query("""
+            SELECT author_id = \(authorID) AND kind = \(post.kind.rawValue) AND body = \(post.body)
+                   AND copy_id IS NOT DISTINCT FROM \(post.copyID)
+                   AND (\(post.bookID)::uuid IS NULL OR book_id = \(post.bookID))
+                   AND (\(post.pinID)::uuid IS NULL OR pin_id = \(post.pinID))
+            FROM posts WHERE id = \(id)
+            """, logger: logger)
+        for try await same in rows.decode(Bool.self) { return same }
+        return nil
     }
 
     /// Locks the post and checks its author: 404 when missing, 403 when someone else's.

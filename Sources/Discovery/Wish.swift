@@ -6,6 +6,7 @@ import Foundation
 /// `POST /v1/me/wishes`: one of `book_id` or `isbn`, then where and how. The book's keys may be
 /// left out but not sent as null; the other fields' null means their default.
 package struct NewWishBody: StrictBody {
+    let id: UUID?
     let bookId: FieldUpdate<String>
     let isbn: FieldUpdate<String>
     let anyEdition: Bool?
@@ -14,12 +15,13 @@ package struct NewWishBody: StrictBody {
     let minCondition: String?
 
     package enum CodingKeys: String, CodingKey, CaseIterable {
-        case isbn
+        case id, isbn
         case bookId = "book_id", anyEdition = "any_edition", radiusKm = "radius_km", pinId = "pin_id", minCondition = "min_condition"
     }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decodeIfPresent(UUID.self, forKey: .id)
         bookId = try FieldUpdate(container, .bookId)
         isbn = try FieldUpdate(container, .isbn)
         anyEdition = try container.decodeIfPresent(Bool.self, forKey: .anyEdition)
@@ -37,6 +39,8 @@ enum WishedBook: Sendable {
 
 /// A validated wish.
 struct NewWish: Sendable {
+    /// Made by the client (`ClientMadeID`), or nil for the server to choose.
+    var id: UUID? = nil
     let book: WishedBook
     let anyEdition: Bool
     let radiusKm: Double
@@ -191,8 +195,9 @@ enum WishValidation {
                 return value
             }
         } ?? nil
+        let id = try collectFieldErrors(&errors) { try ClientMadeID.checked(body.id) } ?? nil
         guard errors.isEmpty, let book else { throw AppError.validation(errors) }
-        return NewWish(book: book, anyEdition: body.anyEdition ?? true, radiusKm: radius, pinID: pin, minCondition: condition)
+        return NewWish(id: id, book: book, anyEdition: body.anyEdition ?? true, radiusKm: radius, pinID: pin, minCondition: condition)
     }
 
     /// `?radius_km=` of the matches: the wish default and limit.

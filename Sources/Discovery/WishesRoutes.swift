@@ -22,7 +22,8 @@ package struct WishesRoutes: Sendable {
         let user = try context.requireSession().user.id
         var request = request
         let wish = try WishValidation.wish(try await request.decodeStrict(NewWishBody.self, context: context), policy: service.policy)
-        return try .json(try await service.create(user: user, wish), status: .created, for: request)
+        let made = try await service.create(user: user, wish)
+        return try .json(made.view, status: made.isNew ? .created : .ok, for: request)
     }
 
     @Sendable func mine(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -31,9 +31,16 @@ package struct WishesService: Sendable {
 
     /// Checked and inserted under a lock on the wisher's row: the limit of 200 holds for parallel
     /// requests, and the unique key makes a duplicate a 409 however it races.
-    func create(user: UUID, _ wish: NewWish) async throws -> WishView {
+    /// With a client-made id that exists: that wish when it is the user's with the same book and
+    /// settings, else `ClientMadeID.conflict`.
+    func create(user: UUID, _ wish: NewWish) async throws -> Made<WishView> {
         try await client.transaction(logger: logger) { connection in
             let count = try await wishes.lockAndCount(user: user, on: connection)
+            if let id = wish.id, let same = try await wishes.isSame(id, user: user, book: try await resolve(wish.book, on: connection), wish,
+                                                                    on: connection) {
+                guard same, let view = try await wishes.get(id, user: user, on: connection) else { throw ClientMadeID.conflict }
+                return Made(view, isNew: false)
+            }
             guard count < policy.maxWishesPerUser else {
                 throw AppError.unprocessableBecause(code: "too_many_wishes",
                                                     detail: "You have \(count) wishes, the most there can be; delete one first",
@@ -50,12 +57,16 @@ package struct WishesService: Sendable {
                                                     field: "pin_id")
             }
             guard let id = try await wishes.insert(user: user, book: book, wish, now: clock.now(), on: connection) else {
+                // The client's id taken by another user's wish (ours was answered above), or the book wished for already.
+                if let id = wish.id, try await wishes.isSame(id, user: user, book: book, wish, on: connection) != nil {
+                    throw ClientMadeID.conflict
+                }
                 throw AppError.conflict(code: "duplicate_wish", detail: "You already wish for this book", field: "book_id")
             }
             guard let view = try await wishes.get(id, user: user, on: connection) else {
                 throw AppError.unavailable("the wish could not be read back")
             }
-            return view
+            return Made(view, isNew: true)
         }
     }
 

@@ -37,13 +37,27 @@ struct WishesStore: Sendable {
     /// Nil when the user wishes for this book already (the unique key decides, under races too).
     func insert(user: UUID, book: UUID, _ wish: NewWish, now: Date, on connection: PostgresConnection) async throws -> UUID? {
         let rows = try await connection.query("""
-            INSERT INTO wishes (user_id, book_id, work_key, any_edition, radius_km, pin_id, min_condition, created_at)
-            SELECT \(user), b.id, b.work_key, \(wish.anyEdition), \(wish.radiusKm), \(wish.pinID), \(wish.minCondition?.rawValue), \(now)
+            INSERT INTO wishes (id, user_id, book_id, work_key, any_edition, radius_km, pin_id, min_condition, created_at)
+            SELECT coalesce(\(wish.id), gen_random_uuid()), \(user), b.id, b.work_key, \(wish.anyEdition), \(wish.radiusKm), \(wish.pinID),
+                   \(wish.minCondition?.rawValue), \(now)
             FROM books b WHERE b.id = \(book)
-            ON CONFLICT (user_id, book_id) DO NOTHING
+            ON CONFLICT DO NOTHING
             RETURNING id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) { return id }
+        return nil
+    }
+
+    /// Nil when no wish has `id`; else whether it is `user`'s for `book` with the settings of
+    /// `wish` (its pin only where the request names one).
+    func isSame(_ id: UUID, user: UUID, book: UUID, _ wish: NewWish, on connection: PostgresConnection) async throws -> Bool? {
+        let rows = try await connection.query("""
+            SELECT user_id = \(user) AND book_id = \(book) AND any_edition = \(wish.anyEdition) AND radius_km = \(wish.radiusKm)
+                   AND min_condition IS NOT DISTINCT FROM \(wish.minCondition?.rawValue)
+                   AND (\(wish.pinID)::uuid IS NULL OR pin_id = \(wish.pinID))
+            FROM wishes WHERE id = \(id)
+            """, logger: logger)
+        for try await same in rows.decode(Bool.self) { return same }
         return nil
     }
 

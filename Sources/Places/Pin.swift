@@ -47,6 +47,8 @@ package struct OwnedPin: Encodable, Sendable {
 }
 
 struct CreatePinBody: StrictBody {
+    /// Made by the client (`ClientMadeID`), or nil for the server to choose.
+    let id: UUID?
     let label: String
     let latitude: Double
     let longitude: Double
@@ -54,7 +56,7 @@ struct CreatePinBody: StrictBody {
     let isDefault: Bool?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case label, latitude, longitude, kind
+        case id, label, latitude, longitude, kind
         case isDefault = "is_default"
     }
 }

@@ -33,8 +33,9 @@ package struct PinsRoutes: Sendable {
         let kind = try collectFieldErrors(&errors) { try PlacesValidation.kind(body.kind) }
         let point = try collectFieldErrors(&errors) { try PlacesValidation.point(latitude: body.latitude, longitude: body.longitude) }
         guard errors.isEmpty, let label, let kind, let point else { throw AppError.validation(errors) }
-        let pin = try await service.create(owner: owner, label: label, kind: kind, point: point, makeDefault: body.isDefault == true)
-        return try .json(pin, status: .created, for: request)
+        let made = try await service.create(id: try ClientMadeID.checked(body.id), owner: owner, label: label, kind: kind,
+                                            point: point, makeDefault: body.isDefault == true)
+        return try .json(made.view, status: made.isNew ? .created : .ok, for: request)
     }
 
     @Sendable func update(_ request: Request, context: AppRequestContext) async throws -> Response {

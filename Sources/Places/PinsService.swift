@@ -23,18 +23,27 @@ package struct PinsService: Sendable {
     }
 
     /// The first pin becomes the default whatever the caller asked.
-    package func create(owner: UUID, label: String, kind: PinKind, point: GeoPoint, makeDefault: Bool) async throws -> OwnedPin {
-        let pin = try await client.transaction(logger: logger) { connection in
+    /// With a client-made `id` of one of the owner's pins: that pin when its label, kind and point
+    /// are the same, else `ClientMadeID.conflict`.
+    package func create(id clientID: UUID? = nil, owner: UUID, label: String, kind: PinKind, point: GeoPoint, makeDefault: Bool)
+        async throws -> Made<OwnedPin>
+    {
+        let made = try await client.transaction(logger: logger) { connection -> Made<OwnedPin>? in
             let existing = try await pins.lockAll(ownerID: owner, on: connection)
+            if let clientID, let mine = existing.first(where: { $0.id == clientID }) {
+                guard mine.label == label, mine.kind == kind.rawValue, mine.exact == point else { throw ClientMadeID.conflict }
+                return Made(mine, isNew: false)
+            }
             guard existing.count < PlacesValidation.maxPinsPerUser else {
                 throw AppError.conflict(code: "too-many-pins", detail: "At most \(PlacesValidation.maxPinsPerUser) pins per user", field: nil)
             }
-            let id = try await pins.insert(ownerID: owner, label: label, kind: kind, exact: point, isDefault: false, on: connection)
+            let id = try await pins.insert(id: clientID, ownerID: owner, label: label, kind: kind, exact: point, isDefault: false,
+                                           on: connection)
             if existing.isEmpty || makeDefault { try await pins.makeDefault(id, ownerID: owner, on: connection) }
-            return try await pins.list(ownerID: owner, on: connection).first { $0.id == id }
+            return try await pins.list(ownerID: owner, on: connection).first { $0.id == id }.map { Made($0, isNew: true) }
         }
-        guard let pin else { throw AppError.unavailable("the new pin vanished") }
-        return pin
+        guard let made else { throw AppError.unavailable("the new pin vanished") }
+        return made
     }
 
     /// An imported pin (a Bookworm export's): the one made from `key` before, or a new one. Under

@@ -64,16 +64,19 @@ package struct PinsStore: Sendable {
         return pins
     }
 
-    package func insert(ownerID: UUID, label: String, kind: PinKind, exact: GeoPoint, isDefault: Bool,
+    /// A client-made `id` that another pin has already is `ClientMadeID.conflict`.
+    package func insert(id: UUID? = nil, ownerID: UUID, label: String, kind: PinKind, exact: GeoPoint, isDefault: Bool,
                 on connection: PostgresConnection) async throws -> UUID {
         let publicPoint = kind.publicPoint(for: exact)
         let rows = try await connection.query("""
-            INSERT INTO pins (owner_id, label, kind, latitude, longitude, public_latitude, public_longitude, is_default)
-            VALUES (\(ownerID), \(label), \(kind.rawValue), \(exact.latitude), \(exact.longitude),
+            INSERT INTO pins (id, owner_id, label, kind, latitude, longitude, public_latitude, public_longitude, is_default)
+            VALUES (coalesce(\(id), gen_random_uuid()), \(ownerID), \(label), \(kind.rawValue), \(exact.latitude), \(exact.longitude),
                     \(publicPoint.latitude), \(publicPoint.longitude), \(isDefault))
+            ON CONFLICT (id) DO NOTHING
             RETURNING id
             """, logger: logger)
         for try await id in rows.decode(UUID.self) { return id }
+        if id != nil { throw ClientMadeID.conflict }
         throw AppError.unavailable("pin insert returned no row")
     }
 

@@ -138,6 +138,7 @@ package struct Database: Sendable {
             return try await Self.rows(of: statement, on: connection, logger: logger)
         }
         if let connection { return try await run(connection) }
+        if let held = HeldTransaction.current?.connection { return try await onHeld(held, run) }
         // By hand rather than `transaction`, so a read replica's fallback to the primary holds.
         return try await withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
@@ -152,7 +153,9 @@ package struct Database: Sendable {
         }
     }
 
+    /// Inside a keyed write that has begun writing, on its held connection (`HeldTransaction`).
     package func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        if let held = HeldTransaction.current?.connection { return try await onHeld(held, body) }
         guard let fallback = replicaOf else { return try await pooledConnection(body) }
         return try await fallback.read(on: self, body)
     }
@@ -210,6 +213,7 @@ package struct Database: Sendable {
         var attempt = 1
         while true {
             do {
+                if let held = HeldTransaction.current { return try await held.transaction(on: self, logger: logger, body) }
                 return try await transactionOnce(logger: logger, body)
             } catch where attempt < Self.conflictAttempts && TransactionConflict.matches(error) {
                 logger.info("transaction ended by a conflict; running it again",
@@ -248,7 +252,7 @@ package struct Database: Sendable {
     /// the operation is cancelled (a waiting lease is withdrawn from the pool, the server's
     /// statement timeout ends a statement). A statement PostgresNIO wrote to a channel that
     /// closed meanwhile never answers (see `openConnection`), and that task is left behind.
-    private func withDeadlines<T: Sendable>(
+    func withDeadlines<T: Sendable>(
         _ operation: @escaping @Sendable (_ leased: @escaping @Sendable (PostgresConnection) -> Void) async throws -> T
     ) async throws -> T {
         let lease = LeasedConnection()

@@ -11,7 +11,7 @@ extension AppError {
         case .forbidden, .forbiddenBecause: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
-        case .conflict, .invalidTransition: .conflict
+        case .conflict, .invalidTransition, .busy: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .unprocessable, .unprocessableBecause, .rule: .unprocessableContent
@@ -48,6 +48,8 @@ extension AppError {
         case .conflict(let code, let detail, let field):
             return Problem(type: code, title: "Conflict", status: status, detail: detail,
                            errors: field.map { [FieldError($0, detail)] })
+        case .busy(let code, let detail, _):
+            return Problem(type: code, title: "Conflict", status: status, detail: detail)
         case .invalidTransition(let state, let action):
             var problem = Problem(type: "invalid_transition", title: "Conflict", status: status,
                                   detail: "\(action) is not allowed for you while the trade is \(state)")
@@ -88,7 +90,7 @@ extension AppError {
 
     var extraHeaders: HTTPFields {
         switch self {
-        case .throttled(let seconds), .overloaded(let seconds):
+        case .throttled(let seconds), .overloaded(let seconds), .busy(_, _, let seconds):
             return [.retryAfter: String(max(1, seconds))]
         case .databaseUnavailable:
             return [.retryAfter: "2"]

@@ -44,6 +44,8 @@ package enum AppError: Error, Sendable, Equatable {
     case conflict(code: String, detail: String, field: String?)
     /// An action the current state (or this participant) does not allow: 409 carrying both.
     case invalidTransition(state: String, action: String)
+    /// 409 with `Retry-After`: another request holds what this one needs, for a moment.
+    case busy(code: String, detail: String, retryAfterSeconds: Int)
     case payloadTooLarge(limit: Int)
     case unsupportedMediaType(String)
     case unprocessable(String)

@@ -1,0 +1,180 @@
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// The one transaction of a write sent with an `Idempotency-Key` (`IdempotencyMiddleware`).
+///
+/// The request's first `Database.transaction` begins it, on a connection held for the rest of the
+/// request; `claim` runs right after `BEGIN` (it takes the key's lock). Every later database
+/// call of the request runs on that connection, a later transaction as a savepoint, so the
+/// request reads its own writes. It commits only once the answer is known, with the answer
+/// kept in it: a crash before the commit leaves neither the write nor the key, after it both.
+/// Until the first transaction nothing is held, so a request's slow part before its write (a
+/// photo being made, a body arriving) keeps no connection and no transaction open.
+package final class HeldTransaction: Sendable {
+    @TaskLocal package static var current: HeldTransaction?
+
+    private let claim: @Sendable (PostgresConnection, Logger) async throws -> Void
+    private struct Held {
+        let connection: PostgresConnection
+        let holder: ConnectionHolder
+    }
+    private let held = Mutex<Held?>(nil)
+
+    package init(claim: @escaping @Sendable (PostgresConnection, Logger) async throws -> Void) {
+        self.claim = claim
+    }
+
+    /// The held connection, once the first transaction has begun.
+    var connection: PostgresConnection? { held.withLock { $0?.connection } }
+    /// Whether the request has written (its first transaction began and is still open).
+    package var isOpen: Bool { connection != nil }
+
+    /// `Database.transaction` inside a keyed request: the first begins the held transaction (an
+    /// error in its body rolls all of it back, and nothing is held), a later one is a savepoint.
+    func transaction<T: Sendable>(on database: Database, logger: Logger,
+                                  _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        if let connection {
+            return try await database.onHeld(connection) { connection in
+                try await connection.query("SAVEPOINT bookworm_write", logger: logger)
+                do {
+                    let value = try await body(connection)
+                    try await connection.query("RELEASE SAVEPOINT bookworm_write", logger: logger)
+                    return value
+                } catch {
+                    _ = try? await connection.query("ROLLBACK TO SAVEPOINT bookworm_write", logger: logger)
+                    throw error
+                }
+            }
+        }
+        let holder = ConnectionHolder()
+        let connection: PostgresConnection
+        do {
+            connection = try await database.holdConnection(holder)
+        } catch {
+            holder.release()
+            throw error
+        }
+        do {
+            let claim = claim
+            let value = try await database.onHeld(connection) { connection in
+                try await connection.query("BEGIN", logger: logger)
+                try await claim(connection, logger)
+                return try await body(connection)
+            }
+            held.withLock { $0 = Held(connection: connection, holder: holder) }
+            return value
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            holder.release()
+            throw error
+        }
+    }
+
+    /// Runs `keep` in the held transaction and commits; on any failure rolls back. Either way the
+    /// connection goes back to the pool. Does nothing when nothing was written.
+    package func commit(on database: Database, logger: Logger,
+                        keeping keep: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws {
+        guard let taken = held.withLock({ held -> Held? in defer { held = nil }; return held }) else { return }
+        defer { taken.holder.release() }
+        do {
+            try await database.onHeld(taken.connection) { connection in
+                try await keep(connection)
+                try await connection.query("COMMIT", logger: logger)
+            }
+        } catch {
+            _ = try? await taken.connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    /// Rolls back whatever the request wrote, and gives the connection back.
+    package func rollback(logger: Logger) async {
+        guard let taken = held.withLock({ held -> Held? in defer { held = nil }; return held }) else { return }
+        defer { taken.holder.release() }
+        _ = try? await taken.connection.query("ROLLBACK", logger: logger)
+    }
+}
+
+/// Hands the connection a lease task took to the caller waiting for it, once.
+private final class Delivery: Sendable {
+    private let state = Mutex<(waiter: CheckedContinuation<PostgresConnection, any Error>?, lease: Task<Void, Never>?)>((nil, nil))
+
+    func start(_ waiter: CheckedContinuation<PostgresConnection, any Error>, lease: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.waiter = waiter }
+        let task = Task { await lease() }
+        state.withLock { $0.lease = task }
+    }
+
+    func finish(_ result: Result<PostgresConnection, any Error>) {
+        state.withLock { state -> CheckedContinuation<PostgresConnection, any Error>? in
+            defer { state.waiter = nil }
+            return state.waiter
+        }?.resume(with: result)
+    }
+
+    func cancel() { state.withLock { $0.lease }?.cancel() }
+}
+
+/// Keeps a pooled connection leased past the call that leased it, until `release`.
+final class ConnectionHolder: Sendable {
+    private let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, released: Bool)>((nil, false))
+
+    /// Returns once `release` has been called (at once if it was already).
+    func hold() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.released { return true }
+                state.waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.released = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+}
+
+extension Database {
+    /// A pooled connection, leased within the acquire deadline and kept until `holder.release()`.
+    func holdConnection(_ holder: ConnectionHolder) async throws -> PostgresConnection {
+        try await withDeadlines { leased in
+            let delivery = Delivery()
+            let connection = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PostgresConnection, any Error>) in
+                    delivery.start(continuation) {
+                        do {
+                            try await self.openConnection { connection in
+                                delivery.finish(.success(connection))
+                                await holder.hold()
+                            }
+                        } catch {
+                            delivery.finish(.failure(error))
+                        }
+                    }
+                }
+            } onCancel: {
+                delivery.cancel()
+                holder.release()
+            }
+            leased(connection)
+            return connection
+        }
+    }
+
+    /// `body` on the held connection, under the same deadlines as a pooled call.
+    func onHeld<T: Sendable>(_ connection: PostgresConnection,
+                             _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await withDeadlines { leased in
+            leased(connection)
+            return try await body(connection)
+        }
+    }
+}

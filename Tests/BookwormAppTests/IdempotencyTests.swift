@@ -1,0 +1,186 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import PostgresNIO
+import Testing
+@testable import BookwormCore
+@testable import BookwormTestSupport
+
+/// `Idempotency-Key` (API.md, "Safe retries"), in process; `IdempotencyCrashTests` kills a real server.
+@Suite struct IdempotencyTests {
+    static let copy = #"{"title":"The Left Hand of Darkness","authors":["Ursula K. Le Guin"],"condition":"good"}"#
+
+    static func keyed(_ key: String) -> HTTPFields { [.idempotencyKey: key] }
+
+    static func copies(of user: String, _ app: TestApp) async throws -> Int {
+        for try await count in try await app.db.query("SELECT count(*)::int8 FROM copies WHERE owner_id = \(UUID(uuidString: user))")
+            .decode(Int64.self) { return Int(count) }
+        return -1
+    }
+
+    @Test func aPostSentThreeTimesWithOneKeyMakesOneCopyAndThreeEqualAnswers() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            var answers: [TestResponse] = []
+            for _ in 0..<3 {
+                answers.append(try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("copy-1")))
+            }
+            #expect(answers.map(\.status) == [.created, .created, .created])
+            #expect(answers.map { $0.headers[.idempotentReplayed] } == [nil, "true", "true"])
+            #expect(Set(answers.map { String(buffer: $0.body) }).count == 1)
+            #expect(Set(answers.map { $0.headers[.eTag] }).count == 1)
+            #expect(answers[2].headers[.contentType] == answers[0].headers[.contentType])
+            #expect(try await Self.copies(of: me.id, app) == 1)
+        }
+    }
+
+    @Test func fiftyIdenticalPostsAtOnceMakeOneCopy() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let answers = try await withThrowingTaskGroup(of: TestResponse.self) { group in
+                for _ in 0..<50 {
+                    group.addTask {
+                        // A 409 (the first still running) is asked again, as a client would.
+                        while true {
+                            let answer = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token,
+                                                               headers: Self.keyed("burst"))
+                            if answer.status != .conflict { return answer }
+                            #expect(try answer.jsonObject()["type"] as? String == "https://bookworm.example/problems/idempotency_in_progress")
+                            #expect(answer.headers[.retryAfter] == "1")
+                            await Task.yield()
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0.status == .created })
+            #expect(answers.filter { $0.headers[.idempotentReplayed] == nil }.count == 1)
+            #expect(Set(answers.map { String(buffer: $0.body) }).count == 1)
+            #expect(try await Self.copies(of: me.id, app) == 1)
+        }
+    }
+
+    @Test func theSameKeyFromAnotherUserIsAnotherKey() async throws {
+        try await withApp { app in
+            let (me, other) = (try await app.register(), try await app.register())
+            let mine = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("shared"))
+            let theirs = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: other.token, headers: Self.keyed("shared"))
+            #expect(mine.status == .created && theirs.status == .created)
+            #expect(theirs.headers[.idempotentReplayed] == nil)
+            #expect(try mine.jsonObject()["id"] as? String != theirs.jsonObject()["id"] as? String)
+            #expect(try await Self.copies(of: other.id, app) == 1)
+        }
+    }
+
+    @Test func aChangedBodyOrPathUnderAKeyIs422AndChangesNothing() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            _ = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("k"))
+            let changed = try await app.request(.post, "/v1/me/copies", raw: Self.copy.replacingOccurrences(of: "good", with: "fair"),
+                                                token: me.token, headers: Self.keyed("k"))
+            #expect(changed.status == .unprocessableContent)
+            #expect(try changed.jsonObject()["type"] as? String == "https://bookworm.example/problems/idempotency_key_reused")
+            #expect(try changed.problemFields() == ["Idempotency-Key"])
+            let elsewhere = try await app.request(.post, "/v1/me/pins", raw: #"{"label":"Home","latitude":52.5,"longitude":13.4,"kind":"home"}"#,
+                                                  token: me.token, headers: Self.keyed("k"))
+            #expect(elsewhere.status == .unprocessableContent)
+            #expect(try await Self.copies(of: me.id, app) == 1)
+        }
+    }
+
+    @Test func afterItsLifetimeAKeyIsFreeAgain() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            _ = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("day"))
+            app.clock.advance(by: 23 * 3600)
+            let within = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("day"))
+            #expect(within.headers[.idempotentReplayed] == "true")
+            app.clock.advance(by: 2 * 3600)
+            let after = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("day"))
+            #expect(after.status == .created && after.headers[.idempotentReplayed] == nil)
+            #expect(try await Self.copies(of: me.id, app) == 2)
+            let again = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("day"))
+            #expect(again.headers[.idempotentReplayed] == "true")
+            #expect(String(buffer: again.body) == String(buffer: after.body))
+        }
+    }
+
+    @Test func aKeyThatIsNotOneToTwoHundredFiftyFiveVisibleCharactersIs400() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            for bad in ["", String(repeating: "k", count: 256), "with space", "caf\u{e9}"] {
+                let answer = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed(bad))
+                #expect(answer.status == .badRequest, "\(bad)")
+                #expect(try answer.problemFields() == ["Idempotency-Key"])
+            }
+            let quoted = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("\"sf-string\""))
+            #expect(quoted.status == .created)
+            #expect(try await Self.copies(of: me.id, app) == 1)
+        }
+    }
+
+    @Test func aRefusedWriteKeepsNothingAndTheKeyRunsAgainForReal() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let notMine = #"{"title":"Dune","authors":["Frank Herbert"],"condition":"good","pin_id":"\#(UUID().uuidString)"}"#
+            let refused = try await app.request(.post, "/v1/me/copies", raw: notMine, token: me.token, headers: Self.keyed("retry"))
+            #expect(refused.status.code >= 400 && refused.status.code < 500)
+            let malformed = try await app.request(.post, "/v1/me/copies", raw: "{", token: me.token, headers: Self.keyed("retry"))
+            #expect(malformed.status == .badRequest)
+            let fixed = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("retry"))
+            #expect(fixed.status == .created && fixed.headers[.idempotentReplayed] == nil)
+        }
+    }
+
+    @Test func anAnswerCarryingASessionTokenIsNeverReplayed() async throws {
+        try await withApp { app in
+            let body = #"{"email":"keyed@example.org","username":"keyed_user","password":"correct horse battery"}"#
+            let first = try await app.request(.post, "/v1/auth/register", raw: body, headers: Self.keyed("signup"))
+            #expect(first.status == .created)
+            #expect(first.headers[.cacheControl] == "no-store")
+            let again = try await app.request(.post, "/v1/auth/register", raw: body, headers: Self.keyed("signup"))
+            #expect(again.status == .conflict)
+            #expect(try again.jsonObject()["type"] as? String == "https://bookworm.example/problems/idempotency_not_replayable")
+            #expect(!String(buffer: again.body).contains(try first.jsonObject()["token"] as? String ?? "?"))
+            var kept: [Int64] = []
+            for try await count in try await app.db.query("SELECT count(*)::int8 FROM idempotency_keys WHERE body IS NULL AND scope LIKE 'address:%'")
+                .decode(Int64.self) { kept.append(count) }
+            #expect(kept == [1])
+            // The key is the client address's: another address's is another key.
+            let elsewhere = try await app.request(.post, "/v1/auth/register", raw: body, headers: Self.keyed("signup"), from: "203.0.113.9")
+            #expect(elsewhere.status == .conflict)
+            #expect(try elsewhere.jsonObject()["type"] as? String == "https://bookworm.example/problems/email-taken")
+        }
+    }
+
+    @Test func aDeleteAndAPatchReplayTheirFirstAnswer() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let made = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token)
+            let id = try made.jsonObject()["id"] as? String ?? ""
+            let patch = #"{"notes":"Signed"}"#
+            let patched = try await app.request(.patch, "/v1/copies/\(id)", raw: patch, token: me.token, headers: Self.keyed("p"))
+            let repatched = try await app.request(.patch, "/v1/copies/\(id)", raw: patch, token: me.token, headers: Self.keyed("p"))
+            #expect(patched.status == .ok && repatched.headers[.idempotentReplayed] == "true")
+            let deleted = try await app.request(.delete, "/v1/copies/\(id)", token: me.token, headers: Self.keyed("d"))
+            let redeleted = try await app.request(.delete, "/v1/copies/\(id)", token: me.token, headers: Self.keyed("d"))
+            #expect(deleted.status == .noContent && redeleted.status == .noContent)
+            #expect(redeleted.headers[.idempotentReplayed] == "true")
+            let unkeyed = try await app.request(.delete, "/v1/copies/\(id)", token: me.token)
+            #expect(unkeyed.status == .notFound)
+        }
+    }
+
+    @Test func housekeepingPurgesKeysPastTheirLifetime() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            _ = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("old"))
+            let store = IdempotencyStore(client: app.db, clock: app.clock, hours: 24, logger: Logger(label: "test"))
+            #expect(try await store.purge() == 0)
+            app.clock.advance(by: 24 * 3600 + 1)
+            #expect(try await store.purge() == 1)
+        }
+    }
+}
