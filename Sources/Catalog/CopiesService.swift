@@ -56,6 +56,10 @@ package struct CopiesService: Sendable {
         async throws -> Made<CopyView>
     {
         try await client.transaction(logger: logger) { connection in
+            if let id, let mine = try await copies.clientMade(id, ownerID: owner, book: book, condition: condition, notes: notes,
+                                                               pinID: pinID, on: connection) {
+                return Made(mine, isNew: false)
+            }
             let bookID: UUID
             switch book {
             case .existing(let id): bookID = id
@@ -68,8 +72,8 @@ package struct CopiesService: Sendable {
                 bookID = id
             }
             try await requireOwnPin(pinID, owner: owner, on: connection)
-            return try await copies.create(id: id, ownerID: owner, bookID: bookID, condition: condition, notes: notes,
-                                           pinID: pinID, on: connection)
+            return Made(try await copies.create(id: id, ownerID: owner, bookID: bookID, condition: condition, notes: notes,
+                                                pinID: pinID, on: connection), isNew: true)
         }
     }
 

@@ -72,10 +72,9 @@ package struct CopiesStore: Sendable {
                 try cell(15).decode(String?.self), try cell(16).decode(String?.self))
     }
 
-    /// With a client-made `id` that exists: the copy when it is `ownerID`'s with the same book,
-    /// condition, notes and pin, else `ClientMadeID.conflict`.
+    /// A client-made `id` another copy has already is `ClientMadeID.conflict` (see `clientMade`).
     package func create(id: UUID?, ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
-                        on connection: PostgresConnection) async throws -> Made<CopyView> {
+                        on connection: PostgresConnection) async throws -> CopyView {
         do {
             let rows = try await connection.query("""
                 INSERT INTO copies (id, owner_id, book_id, condition, notes, pin_id)
@@ -84,21 +83,43 @@ package struct CopiesStore: Sendable {
                 RETURNING id
                 """, logger: logger)
             for try await made in rows.decode(UUID.self) {
-                if let copy = try await get(made, connection: connection) { return Made(copy, isNew: true) }
+                if let copy = try await get(made, connection: connection) { return copy }
             }
         } catch let error as PSQLError where error.sqlState == "23503" {
             throw AppError.unprocessable("book_id: no book with id \(bookID.apiString)")
         }
-        guard let id else { throw AppError.unavailable("copy insert returned no row") }
-        let same = try await connection.query("""
-            SELECT owner_id = \(ownerID) AND book_id = \(bookID) AND condition = \(condition.rawValue)
-                   AND notes IS NOT DISTINCT FROM \(notes) AND pin_id IS NOT DISTINCT FROM \(pinID)
-            FROM copies WHERE id = \(id)
-            """, logger: logger)
-        for try await same in same.decode(Bool.self) where same {
-            if let copy = try await get(id, connection: connection) { return Made(copy, isNew: false) }
+        if id != nil { throw ClientMadeID.conflict }
+        throw AppError.unavailable("copy insert returned no row")
+    }
+
+    /// Nil when no copy has `id`; the copy when it is `ownerID`'s with this book, condition and
+    /// notes (and pin, when the request names one); else `ClientMadeID.conflict`. Checked before
+    /// a described book is looked up, since a book without an ISBN is made anew each time.
+    package func clientMade(_ id: UUID, ownerID: UUID, book: BookChoice, condition: CopyCondition, notes: String?, pinID: UUID?,
+                            on connection: PostgresConnection) async throws -> CopyView? {
+        var bookID: UUID?, isbn13: String?, described: NewBook?
+        switch book {
+        case .existing(let id): bookID = id
+        case .isbn(let isbn): isbn13 = isbn.isbn13
+        case .described(let book) where book.isbn != nil: isbn13 = book.isbn?.isbn13
+        case .described(let book): described = book
         }
-        throw ClientMadeID.conflict
+        let query: PostgresQuery = """
+            SELECT c.owner_id = \(ownerID) AND c.condition = \(condition.rawValue) AND c.notes IS NOT DISTINCT FROM \(notes)
+                   AND (\(pinID)::uuid IS NULL OR c.pin_id = \(pinID))
+                   AND CASE WHEN \(bookID)::uuid IS NOT NULL THEN b.id = \(bookID)
+                            WHEN \(isbn13)::text IS NOT NULL THEN b.isbn13 = \(isbn13)
+                            ELSE b.isbn13 IS NULL AND b.title = \(described?.title) AND b.authors = \(described?.authors)
+                                 AND b.publisher IS NOT DISTINCT FROM \(described?.publisher)
+                                 AND b.published_year IS NOT DISTINCT FROM \(described?.publishedYear)
+                                 AND b.language IS NOT DISTINCT FROM \(described?.language) END
+            FROM copies c JOIN books b ON b.id = c.book_id WHERE c.id = \(id)
+            """
+        for try await same in try await connection.query(query, logger: logger).decode(Bool.self) {
+            guard same, let copy = try await get(id, connection: connection) else { throw ClientMadeID.conflict }
+            return copy
+        }
+        return nil
     }
 
     package func get(_ id: UUID, connection: PostgresConnection? = nil) async throws -> CopyView? {

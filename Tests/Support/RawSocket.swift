@@ -107,9 +107,20 @@ struct RawResponse: Sendable {
 
 /// One request on a fresh connection (`Connection: close`), answer parsed.
 func rawRequest(port: Int, _ method: String, _ path: String, json: String? = nil, token: String? = nil, form: String? = nil,
-                timeout: TimeInterval = 20) throws -> RawResponse {
+                headers: [String: String] = [:], timeout: TimeInterval = 20) throws -> RawResponse {
     let socket = try RawSocket(port: port)
+    try socket.send(rawRequestText(method, path, json: json, token: token, form: form, headers: headers))
+    guard let response = socket.readResponse(timeout: timeout) else {
+        throw TestFailure("no answer to \(method) \(path) within \(timeout) s")
+    }
+    return response
+}
+
+/// The bytes of a request with `Connection: close`.
+func rawRequestText(_ method: String, _ path: String, json: String? = nil, token: String? = nil, form: String? = nil,
+                    headers: [String: String] = [:]) -> String {
     var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+    for (name, value) in headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
     if let token { text += "Authorization: Bearer \(token)\r\n" }
     if let json {
         text += "Content-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n\(json)"
@@ -118,9 +129,5 @@ func rawRequest(port: Int, _ method: String, _ path: String, json: String? = nil
     } else {
         text += "\r\n"
     }
-    try socket.send(text)
-    guard let response = socket.readResponse(timeout: timeout) else {
-        throw TestFailure("no answer to \(method) \(path) within \(timeout) s")
-    }
-    return response
+    return text
 }
