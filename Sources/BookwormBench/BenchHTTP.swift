@@ -34,9 +34,11 @@ final class BenchHTTPConnection {
         try send(method, path, token: token, body: Array((json ?? "").utf8), contentType: json == nil ? nil : "application/json")
     }
 
-    func send(_ method: String, _ path: String, token: String?, body: [UInt8], contentType: String?) throws -> (status: Int, body: String) {
+    func send(_ method: String, _ path: String, token: String?, body: [UInt8], contentType: String?,
+              headers: [(String, String)] = []) throws -> (status: Int, body: String) {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n"
         if let token { head += "Authorization: Bearer \(token)\r\n" }
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let contentType { head += "Content-Type: \(contentType)\r\n" }
         head += "Content-Length: \(body.count)\r\n\r\n"
         let bytes = Array(head.utf8) + body

@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, IdempotencyCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
     )
 }
 
@@ -155,6 +155,21 @@ struct PhotosCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await PhotosBenchmark(images: images, port: port).run()
+    }
+}
+
+struct IdempotencyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "idempotency",
+        abstract: "POST /v1/me/copies with an Idempotency-Key vs without (16 clients); a replay's p50 vs the original's.")
+
+    @Option(help: "Seconds of each phase.") var seconds = 10
+    @Option(help: "Concurrent clients, one account each.") var clients = 16
+    @Option(help: "Rounds of the two phases, alternating.") var rounds = 3
+    @Option(help: "Port for the server under test.") var port = 18_080
+
+    func run() async throws {
+        try await IdempotencyBenchmark(seconds: seconds, clients: clients, rounds: rounds, port: port).run()
     }
 }
 

@@ -164,6 +164,7 @@ enum WishValidation {
     static func wish(_ body: NewWishBody, policy: WishPolicy) throws -> NewWish {
         var errors: [FieldError] = []
         var book: WishedBook?
+        var rule: AppError?
         switch (body.bookId, body.isbn) {
         case (.set(nil), _):
             errors.append(FieldError("book_id", "must be a UUID, not null"))
@@ -173,10 +174,12 @@ enum WishValidation {
             if let uuid = UUID(uuidString: id) { book = .id(uuid) } else { errors.append(FieldError("book_id", "must be a UUID")) }
         case (.unchanged, .set(let isbn?)):
             book = try collectFieldErrors(&errors) { .isbn13(try CatalogValidation.isbnFilter(isbn)) }
+        // "Exactly one of" is a rule the document states in words (a `oneOf` of `not`s is one
+        // that client generators cannot read), so breaking it is a 422, after any 400.
         case (.set, .set):
-            errors.append(FieldError("book_id", "give either book_id or isbn, not both"))
+            rule = AppError.broken("book_id", "give either book_id or isbn, not both")
         case (.unchanged, .unchanged):
-            errors.append(FieldError("book_id", "book_id or isbn is required"))
+            rule = AppError.broken("book_id", "book_id or isbn is required")
         }
         let radius = body.radiusKm ?? policy.defaultRadiusKm
         if !(radius > 0 && radius <= policy.maxRadiusKm) {
@@ -196,7 +199,9 @@ enum WishValidation {
             }
         } ?? nil
         let id = try collectFieldErrors(&errors) { try ClientMadeID.checked(body.id) } ?? nil
-        guard errors.isEmpty, let book else { throw AppError.validation(errors) }
+        guard errors.isEmpty else { throw AppError.validation(errors) }
+        if let rule { throw rule }
+        guard let book else { throw AppError.invalid("book_id", "book_id or isbn is required") }
         return NewWish(id: id, book: book, anyEdition: body.anyEdition ?? true, radiusKm: radius, pinID: pin, minCondition: condition)
     }
 

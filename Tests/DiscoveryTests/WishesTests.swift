@@ -52,8 +52,9 @@ import Testing
             try await app.addPin(wisher.token)
             let otherPin = try #require(try await app.addPin(owner.token)["id"] as? String)
             let cases: [([String: any Sendable], HTTPResponse.Status, String)] = [
-                ([:], .badRequest, "book_id"),
-                (["book_id": copy.book, "isbn": "9783000000010"], .badRequest, "book_id"),
+                // "Exactly one of" is a rule stated in the document's words: 422.
+                ([:], .unprocessableContent, "book_id"),
+                (["book_id": copy.book, "isbn": "9783000000010"], .unprocessableContent, "book_id"),
                 (["book_id": "not-a-uuid"], .badRequest, "book_id"),
                 (["book_id": UUID().uuidString], .unprocessableContent, "book_id"),
                 (["isbn": "12"], .badRequest, "isbn"),
