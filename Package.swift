@@ -44,6 +44,10 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        // Only for GeneratedClientTests: a typed client made from openapi.json at build time, as an iOS app makes it.
+        .package(url: "https://github.com/apple/swift-openapi-generator.git", from: "1.14.3"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(
@@ -140,5 +144,14 @@ let package = Package(
         .testTarget(name: "ExchangeTests", dependencies: testDependencies),
         .testTarget(name: "PortabilityTests", dependencies: testDependencies),
         .testTarget(name: "BookwormAppTests", dependencies: testDependencies),
+        // The served document's generated client, driven against a real server.
+        .testTarget(
+            name: "GeneratedClientTests",
+            dependencies: testDependencies + [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+            ],
+            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
     ]
 )
