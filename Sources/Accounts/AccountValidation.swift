@@ -22,7 +22,8 @@ package enum AccountValidation {
         let scalars = Array(value.unicodeScalars)
         let whitespace = CharacterSet.whitespacesAndNewlines
         let parts = scalars.split(separator: "@", omittingEmptySubsequences: false)
-        guard scalars.count <= 254, parts.count == 2,
+        // The schema's maxLength counts the raw value, spaces around it included.
+        guard raw.unicodeScalars.count <= 254, parts.count == 2,
               let local = parts.first, let domain = parts.last,
               (1...64).contains(local.count), domain.count >= 3,
               domain.contains("."), domain.first != ".", domain.last != ".",
