@@ -39,7 +39,9 @@ package struct PhotosService: Sendable {
     /// The copy's new photo; the one it replaces goes when no copy shows it any more. The
     /// picture is made before the transaction, so no row is locked while libvips works.
     func set(owner: UUID, copy id: UUID, upload: Data) async throws -> (id: String, photo: MadePhoto) {
-        try await client.transaction(logger: logger) { connection in _ = try await copies.lockOwned(id, by: owner, on: connection) }
+        // A statement of its own, not a transaction: under an Idempotency-Key a transaction would
+        // begin the request's held one and keep this row locked while libvips works.
+        try await client.withConnection { connection in _ = try await copies.lockOwned(id, by: owner, on: connection) }
         let made: MadePhoto
         do { made = try await make(upload) } catch let refusal as PhotoRefusal { throw refusal.appError }
         let photoID = try await client.transaction(logger: logger) { connection in

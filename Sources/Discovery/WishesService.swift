@@ -89,7 +89,10 @@ package struct WishesService: Sendable {
     }
 
     func delete(user: UUID, wish: UUID) async throws {
-        guard try await wishes.delete(wish, user: user) else { throw AppError.notFound("No wish with id \(wish.apiString)") }
+        // A transaction for one statement, so that an Idempotency-Key's answer is kept with it.
+        try await client.transaction(logger: logger) { connection in
+            guard try await wishes.delete(wish, user: user, on: connection) else { throw AppError.notFound("No wish with id \(wish.apiString)") }
+        }
     }
 
     func mine(user: UUID, page: PageRequest) async throws -> Page<WishView> {

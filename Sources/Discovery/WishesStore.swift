@@ -78,8 +78,9 @@ struct WishesStore: Sendable {
         return Dictionary(views.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
-    func delete(_ id: UUID, user: UUID) async throws -> Bool {
-        let rows = try await client.query("DELETE FROM wishes WHERE id = \(id) AND user_id = \(user) RETURNING 1", logger: logger)
+    func delete(_ id: UUID, user: UUID, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await client.query("DELETE FROM wishes WHERE id = \(id) AND user_id = \(user) RETURNING 1", on: connection,
+                                          logger: logger)
         return rows.rows.count > 0
     }
 

@@ -60,7 +60,12 @@ package struct ReadingsService: Sendable {
     }
 
     func delete(user: UUID, book: UUID) async throws {
-        guard try await readings.delete(user: user, book: book) else { throw AppError.notFound("No reading of book \(book.apiString)") }
+        // A transaction for one statement, so that an Idempotency-Key's answer is kept with it.
+        try await client.transaction(logger: logger) { connection in
+            guard try await readings.delete(user: user, book: book, on: connection) else {
+                throw AppError.notFound("No reading of book \(book.apiString)")
+            }
+        }
     }
 
     func mine(user: UUID, state: ReadingState?, page: PageRequest) async throws -> Page<ReadingView> {

@@ -46,8 +46,9 @@ struct ReadingsStore: Sendable {
         return Dictionary(views.map { ($0.book.id, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
-    func delete(user: UUID, book: UUID) async throws -> Bool {
-        let rows = try await client.query("DELETE FROM readings WHERE user_id = \(user) AND book_id = \(book) RETURNING 1", logger: logger)
+    func delete(user: UUID, book: UUID, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await client.query("DELETE FROM readings WHERE user_id = \(user) AND book_id = \(book) RETURNING 1", on: connection,
+                                          logger: logger)
         return rows.rows.count > 0
     }
 

@@ -33,6 +33,10 @@ import Glibc
                 Self.kill(server)
                 try await locker.query("ROLLBACK", logger: locker.logger)
             }
+            // The killed server's backend ends once it reads the closed socket; until then it holds the key's lock.
+            #expect(try await eventually(within: 30, interval: .milliseconds(20)) {
+                try await Self.count(db, "SELECT count(*)::int8 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO copies%' AND pid <> pg_backend_pid()") == 0
+            })
             let second = try await ServerProcess(databaseURL: settings.connectionURL)
             #expect(try await Self.count(db, "SELECT count(*)::int8 FROM idempotency_keys") == 0)
             let rerun = try rawRequest(port: second.port, "POST", "/v1/me/copies", json: Self.copy, token: token, headers: ["Idempotency-Key": "before"])

@@ -138,7 +138,10 @@ package struct Database: Sendable {
             return try await Self.rows(of: statement, on: connection, logger: logger)
         }
         if let connection { return try await run(connection) }
-        if let held = HeldTransaction.current?.connection { return try await onHeld(held, run) }
+        // Not forced there: `SET LOCAL` would hold for the rest of the request's transaction.
+        if let held = HeldTransaction.current?.connection {
+            return try await onHeld(held) { try await Self.rows(of: statement, on: $0, logger: logger) }
+        }
         // By hand rather than `transaction`, so a read replica's fallback to the primary holds.
         return try await withConnection { connection in
             try await connection.query("BEGIN", logger: logger)

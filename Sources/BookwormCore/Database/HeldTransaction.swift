@@ -35,16 +35,23 @@ package final class HeldTransaction: Sendable {
     func transaction<T: Sendable>(on database: Database, logger: Logger,
                                   _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         if let connection {
-            return try await database.onHeld(connection) { connection in
-                try await connection.query("SAVEPOINT bookworm_write", logger: logger)
-                do {
-                    let value = try await body(connection)
-                    try await connection.query("RELEASE SAVEPOINT bookworm_write", logger: logger)
-                    return value
-                } catch {
-                    _ = try? await connection.query("ROLLBACK TO SAVEPOINT bookworm_write", logger: logger)
-                    throw error
+            do {
+                return try await database.onHeld(connection) { connection in
+                    try await connection.query("SAVEPOINT bookworm_write", logger: logger)
+                    do {
+                        let value = try await body(connection)
+                        try await connection.query("RELEASE SAVEPOINT bookworm_write", logger: logger)
+                        return value
+                    } catch {
+                        if !Self.leavesWorkBehind(error) {
+                            _ = try? await connection.query("ROLLBACK TO SAVEPOINT bookworm_write", logger: logger)
+                        }
+                        throw error
+                    }
                 }
+            } catch where Self.leavesWorkBehind(error) {
+                await rollback(logger: logger)
+                throw error
             }
         }
         let holder = ConnectionHolder()
@@ -55,20 +62,36 @@ package final class HeldTransaction: Sendable {
             holder.release()
             throw error
         }
+        // Held from here, so that what the body calls without its connection runs in it too.
+        held.withLock { $0 = Held(connection: connection, holder: holder) }
         do {
             let claim = claim
-            let value = try await database.onHeld(connection) { connection in
+            return try await database.onHeld(connection) { connection in
                 try await connection.query("BEGIN", logger: logger)
                 try await claim(connection, logger)
                 return try await body(connection)
             }
-            held.withLock { $0 = Held(connection: connection, holder: holder) }
-            return value
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            held.withLock { $0 = nil }
+            await Self.end(connection, after: error, logger: logger)
             holder.release()
             throw error
         }
+    }
+
+    /// A call the deadline watch or a cancellation answered early: its statements may still be
+    /// running on the connection, and a later one could land outside the transaction.
+    static func leavesWorkBehind(_ error: any Error) -> Bool {
+        error is DatabaseDeadlineExceeded || error is CancellationError || error is DatabaseConnectionClosed
+    }
+
+    /// Ends the transaction: `ROLLBACK` when the failed call has finished, else the connection is
+    /// closed (PostgreSQL rolls back, and nothing left running can write any more).
+    static func end(_ connection: PostgresConnection, after error: (any Error)?, logger: Logger) async {
+        if let error, !leavesWorkBehind(error), !connection.isClosed {
+            if (try? await connection.query("ROLLBACK", logger: logger)) != nil { return }
+        }
+        try? await connection.close()
     }
 
     /// Runs `keep` in the held transaction and commits; on any failure rolls back. Either way the
@@ -83,16 +106,17 @@ package final class HeldTransaction: Sendable {
                 try await connection.query("COMMIT", logger: logger)
             }
         } catch {
-            _ = try? await taken.connection.query("ROLLBACK", logger: logger)
+            await Self.end(taken.connection, after: error, logger: logger)
             throw error
         }
     }
 
-    /// Rolls back whatever the request wrote, and gives the connection back.
+    /// Undoes whatever the request wrote by closing the held connection (the request may have
+    /// failed in a call that left a statement running), and gives it back to the pool.
     package func rollback(logger: Logger) async {
         guard let taken = held.withLock({ held -> Held? in defer { held = nil }; return held }) else { return }
         defer { taken.holder.release() }
-        _ = try? await taken.connection.query("ROLLBACK", logger: logger)
+        await Self.end(taken.connection, after: nil, logger: logger)
     }
 }
 

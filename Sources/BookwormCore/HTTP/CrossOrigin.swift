@@ -77,10 +77,10 @@ package struct CrossOriginMiddleware: RouterMiddleware {
     }
 
     static let methods = "GET, HEAD, POST, PUT, PATCH, DELETE"
-    static let requestHeaders = "Authorization, Content-Type, If-None-Match, X-Request-Id"
+    static let requestHeaders = "Authorization, Content-Type, Idempotency-Key, If-None-Match, X-Request-Id"
     /// What a page may read beyond the basic headers: revalidation, where a new object lives,
-    /// when to retry, and the id to quote in a bug report.
-    static let exposedHeaders = "ETag, Location, Retry-After, X-Request-Id"
+    /// when to retry, whether an answer is a replay, and the id to quote in a bug report.
+    static let exposedHeaders = "ETag, Idempotent-Replayed, Location, Retry-After, X-Request-Id"
     /// Seconds a browser may reuse a preflight's answer.
     static let maxAge = "600"
 

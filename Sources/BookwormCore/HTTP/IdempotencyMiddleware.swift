@@ -22,7 +22,8 @@ package struct IdempotencyMiddleware: RouterMiddleware {
     let store: IdempotencyStore
     let database: Database
 
-    /// What a key's body may be read up to when the route does not read it.
+    /// What a key's body may be read up to when the route does not read it: above every route's
+    /// own limit (photos and imports take 10 MiB), which the route enforces when it reads.
     static let bodyLimit = 16 << 20
     /// Answers larger than this are not kept for replay (writes answer a few kilobytes).
     static let answerLimit = 1 << 20
@@ -62,7 +63,13 @@ package struct IdempotencyMiddleware: RouterMiddleware {
             await held.rollback(logger: context.logger)
             return response
         }
-        return try await commit(held, response: response, scope: scope, key: key, request: request, digest: digest, context: context)
+        do {
+            return try await commit(held, response: response, scope: scope, key: key, request: request, digest: digest, context: context)
+        } catch {
+            // Whatever failed, the held connection goes back (a no-op once committed).
+            await held.rollback(logger: context.logger)
+            throw error
+        }
     }
 
     /// Keeps the answer in the write's transaction and commits both.
@@ -82,11 +89,13 @@ package struct IdempotencyMiddleware: RouterMiddleware {
         }
         let body = try await Self.collect(response.body)
         response.body = ResponseBody(byteBuffer: body)
+        // An answer with a session token keeps neither its body nor the request's hash: a body
+        // holding a password must not leave a fast hash of it in the database.
         let secret = response.headers[.cacheControl]?.contains("no-store") == true
         let answer = KeptAnswer(
-            method: request.method.rawValue, target: request.uri.description, requestHash: hash, status: Int(response.status.code),
-            contentType: response.headers[.contentType], location: response.headers[.location], etag: response.headers[.eTag],
-            body: secret || body.readableBytes > Self.answerLimit ? nil : body)
+            method: request.method.rawValue, target: request.uri.description, requestHash: secret ? [] : hash,
+            status: Int(response.status.code), contentType: response.headers[.contentType], location: response.headers[.location],
+            etag: response.headers[.eTag], body: secret || body.readableBytes > Self.answerLimit ? nil : body)
         let store = store
         do {
             try await held.commit(on: database, logger: context.logger) { connection in
@@ -112,16 +121,16 @@ package struct IdempotencyMiddleware: RouterMiddleware {
     }
 
     static func replay(_ kept: KeptAnswer, method: String, target: String, hash: [UInt8]?) throws -> Response {
-        guard kept.method == method, kept.target == target, let hash, hash == kept.requestHash else {
-            throw AppError.unprocessableBecause(
-                code: "idempotency_key_reused",
-                detail: "This Idempotency-Key was used for another request (\(kept.method) \(kept.target) with another body)",
-                field: "Idempotency-Key")
-        }
         guard let body = kept.body else {
-            throw AppError.conflict(code: "idempotency_not_replayable",
-                                    detail: "The first answer under this Idempotency-Key carried a secret and is not kept; sign in again",
-                                    field: "Idempotency-Key")
+            throw AppError.conflict(
+                code: "idempotency_not_replayable",
+                detail: "The first answer under this Idempotency-Key is not kept for replay (it carried a session token, or was too large): "
+                    + "sign in again, or read the object", field: "Idempotency-Key")
+        }
+        guard kept.method == method, kept.target == target, let hash, hash == kept.requestHash else {
+            throw AppError.unprocessableBecause(code: "idempotency_key_reused",
+                                                detail: "This Idempotency-Key was used for another request: choose a new key",
+                                                field: "Idempotency-Key")
         }
         var headers: HTTPFields = [.idempotentReplayed: "true"]
         headers[.contentType] = kept.contentType

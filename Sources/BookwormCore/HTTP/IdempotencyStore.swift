@@ -73,20 +73,25 @@ package struct IdempotencyStore: Sendable {
     }
 
     /// Before the write's `COMMIT`: the answer, in the write's transaction. A key kept past its
-    /// lifetime is taken over.
+    /// lifetime is taken over. A user the write erased keeps nothing (no row may name them).
     func keep(_ answer: KeptAnswer, scope: IdempotencyScope, key: String, on connection: PostgresConnection, logger: Logger) async throws {
         let rows = try await Rows(connection.query("""
-            INSERT INTO idempotency_keys (scope, key, user_id, method, target, request_hash, status, content_type, location, etag,
-                                          body, created_at)
-            VALUES (\(scope.name), \(key), \(scope.user), \(answer.method), \(answer.target), \(ByteBuffer(bytes: answer.requestHash)), \(answer.status),
-                    \(answer.contentType), \(answer.location), \(answer.etag), \(answer.body), \(clock.now()))
-            ON CONFLICT (scope, key) DO UPDATE SET user_id = EXCLUDED.user_id, method = EXCLUDED.method, target = EXCLUDED.target,
-                request_hash = EXCLUDED.request_hash, status = EXCLUDED.status, content_type = EXCLUDED.content_type,
-                location = EXCLUDED.location, etag = EXCLUDED.etag, body = EXCLUDED.body, created_at = EXCLUDED.created_at
-            WHERE idempotency_keys.created_at <= \(cutoff)
-            RETURNING 1
+            WITH caller AS (SELECT \(scope.user)::uuid IS NULL OR EXISTS (SELECT 1 FROM users WHERE id = \(scope.user)) AS present),
+            kept AS (
+                INSERT INTO idempotency_keys (scope, key, user_id, method, target, request_hash, status, content_type, location, etag,
+                                              body, created_at)
+                SELECT \(scope.name), \(key), \(scope.user), \(answer.method), \(answer.target), \(ByteBuffer(bytes: answer.requestHash)),
+                       \(answer.status), \(answer.contentType), \(answer.location), \(answer.etag), \(answer.body), \(clock.now())
+                FROM caller WHERE present
+                ON CONFLICT (scope, key) DO UPDATE SET user_id = EXCLUDED.user_id, method = EXCLUDED.method, target = EXCLUDED.target,
+                    request_hash = EXCLUDED.request_hash, status = EXCLUDED.status, content_type = EXCLUDED.content_type,
+                    location = EXCLUDED.location, etag = EXCLUDED.etag, body = EXCLUDED.body, created_at = EXCLUDED.created_at
+                WHERE idempotency_keys.created_at <= \(cutoff)
+                RETURNING 1)
+            SELECT (SELECT present FROM caller), EXISTS (SELECT 1 FROM kept)
             """, logger: logger))
-        if rows.rows.isEmpty { throw Taken() }
+        guard let (present, kept) = try rows.rows.first?.decode((Bool, Bool).self) else { throw AppError.unavailable("no answer from keep") }
+        if present && !kept { throw Taken() }
     }
 
     /// Deletes keys past their lifetime, a batch at a time; how many went.
