@@ -206,6 +206,28 @@ import Testing
         }
     }
 
+    @Test func aKeyedWriteStoppedByTheStatementDeadlineLeavesNothingAndFreesItsKey() async throws {
+        try await withApp(configure: { $0.databaseDeadlines = DatabaseDeadlines(acquire: .seconds(5), statement: .seconds(1)) }) { app in
+            let me = try await app.register()
+            let settings = app.settings
+            let answer = try await settings.makeClient(poolSize: 1, logger: Logger(label: "locker")).whileRunning { locker in
+                try await locker.withConnection { connection in
+                    try await connection.query("BEGIN", logger: connection.logger)
+                    try await connection.query("LOCK TABLE copies IN SHARE ROW EXCLUSIVE MODE", logger: connection.logger)
+                    let answer = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("stuck"))
+                    try await connection.query("ROLLBACK", logger: connection.logger)
+                    return answer
+                }
+            }
+            #expect(answer.status == .serviceUnavailable, "\(String(buffer: answer.body))")
+            #expect(try await Self.copies(of: me.id, app) == 0)
+            // Its transaction, and with it the key's lock, is gone: the retry runs for real.
+            let retry = try await app.request(.post, "/v1/me/copies", raw: Self.copy, token: me.token, headers: Self.keyed("stuck"))
+            #expect(retry.status == .created && retry.headers[.idempotentReplayed] == nil)
+            #expect(try await Self.copies(of: me.id, app) == 1)
+        }
+    }
+
     @Test func housekeepingPurgesKeysPastTheirLifetime() async throws {
         try await withApp { app in
             let me = try await app.register()

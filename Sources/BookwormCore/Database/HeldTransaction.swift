@@ -174,8 +174,13 @@ extension Database {
             let connection = try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PostgresConnection, any Error>) in
                     delivery.start(continuation) {
+                        // Counted in `/metrics` as any lease is, for as long as it is held.
+                        let ticket = PoolUsage.Ticket(self.usage)
+                        defer { ticket.done() }
                         do {
                             try await self.openConnection { connection in
+                                ticket.leased()
+                                defer { ticket.released() }
                                 delivery.finish(.success(connection))
                                 await holder.hold()
                             }
