@@ -47,18 +47,29 @@ package struct ImportService: Sendable {
         guard upload.received > 0 else { throw AppError.broken("file", "is empty") }
         try ImportSniff.check(Data(upload.pending.readableBytesView), format: format)
         let now = clock.now()
-        guard let id = try await client.transaction(logger: logger, { try await store.create(user: user, format: format, now: now, on: $0) }) else {
-            throw AppError.conflict(code: "import_in_progress", detail: "An import of yours is still running: wait for it to finish", field: nil)
+        // The upload is stored outside a keyed request's held transaction, which would keep a
+        // connection and the key's lock for as long as a slow client sends; the key is claimed
+        // by `queue`, the write that makes the import happen. An upload never queued is swept.
+        let id = try await HeldTransaction.$current.withValue(nil) { () async throws -> UUID in
+            guard let id = try await client.transaction(logger: logger, { try await store.create(user: user, format: format, now: now, on: $0) }) else {
+                throw AppError.conflict(code: "import_in_progress", detail: "An import of yours is still running: wait for it to finish", field: nil)
+            }
+            do {
+                var seq = 0
+                while let chunk = try await chunks.next() {
+                    try upload.add(chunk)
+                    guard let part = upload.takePart() else { continue }
+                    try await store.addPart(id, seq: seq, bytes: part)
+                    seq += 1
+                }
+                if let last = upload.takePart(final: true) { try await store.addPart(id, seq: seq, bytes: last) }
+            } catch {
+                try? await store.discard(id)
+                throw error
+            }
+            return id
         }
         do {
-            var seq = 0
-            while let chunk = try await chunks.next() {
-                try upload.add(chunk)
-                guard let part = upload.takePart() else { continue }
-                try await store.addPart(id, seq: seq, bytes: part)
-                seq += 1
-            }
-            if let last = upload.takePart(final: true) { try await store.addPart(id, seq: seq, bytes: last) }
             try await client.transaction(logger: logger) { try await store.queue(id, on: $0) }
         } catch {
             try? await store.discard(id)

@@ -228,6 +228,25 @@ import Testing
         }
     }
 
+    @Test func aKeyedImportUploadIsStoredOnceAndItsRetryReplayed() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let file = ([TestApp.goodreadsHeader.joined(separator: ",")]
+                + (0..<50).map { TestApp.goodreadsRow(["Title": "Book \($0)", "Author": "Someone", "Exclusive Shelf": "to-read"]) })
+                .joined(separator: "\n")
+            var headers = Self.keyed("import-1")
+            headers[.contentType] = "text/csv"
+            let first = try await app.request(.post, "/v1/me/imports", raw: file, token: me.token, headers: headers)
+            let again = try await app.request(.post, "/v1/me/imports", raw: file, token: me.token, headers: headers)
+            #expect(first.status == .accepted && again.status == .accepted && again.headers[.idempotentReplayed] == "true")
+            #expect(String(buffer: first.body) == String(buffer: again.body))
+            var imports: [Int64] = []
+            for try await count in try await app.db.query("SELECT count(*)::int8 FROM imports WHERE user_id = \(UUID(uuidString: me.id))")
+                .decode(Int64.self) { imports.append(count) }
+            #expect(imports == [1])
+        }
+    }
+
     @Test func housekeepingPurgesKeysPastTheirLifetime() async throws {
         try await withApp { app in
             let me = try await app.register()

@@ -18,6 +18,7 @@ package final class HeldTransaction: Sendable {
     private struct Held {
         let connection: PostgresConnection
         let holder: ConnectionHolder
+        let database: Database
     }
     private let held = Mutex<Held?>(nil)
 
@@ -34,24 +35,19 @@ package final class HeldTransaction: Sendable {
     /// error in its body rolls all of it back, and nothing is held), a later one is a savepoint.
     func transaction<T: Sendable>(on database: Database, logger: Logger,
                                   _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        // After work left behind, `onHeld` has closed the connection: what follows fails, and
+        // nothing begins afresh on another (the request's earlier writes are gone with it).
         if let connection {
-            do {
-                return try await database.onHeld(connection) { connection in
-                    try await connection.query("SAVEPOINT bookworm_write", logger: logger)
-                    do {
-                        let value = try await body(connection)
-                        try await connection.query("RELEASE SAVEPOINT bookworm_write", logger: logger)
-                        return value
-                    } catch {
-                        if !Self.leavesWorkBehind(error) {
-                            _ = try? await connection.query("ROLLBACK TO SAVEPOINT bookworm_write", logger: logger)
-                        }
-                        throw error
-                    }
+            return try await database.onHeld(connection) { connection in
+                try await connection.query("SAVEPOINT bookworm_write", logger: logger)
+                do {
+                    let value = try await body(connection)
+                    try await connection.query("RELEASE SAVEPOINT bookworm_write", logger: logger)
+                    return value
+                } catch {
+                    _ = try? await connection.query("ROLLBACK TO SAVEPOINT bookworm_write", logger: logger)
+                    throw error
                 }
-            } catch where Self.leavesWorkBehind(error) {
-                await rollback(logger: logger)
-                throw error
             }
         }
         let holder = ConnectionHolder()
@@ -63,7 +59,7 @@ package final class HeldTransaction: Sendable {
             throw error
         }
         // Held from here, so that what the body calls without its connection runs in it too.
-        held.withLock { $0 = Held(connection: connection, holder: holder) }
+        held.withLock { $0 = Held(connection: connection, holder: holder, database: database) }
         do {
             let claim = claim
             return try await database.onHeld(connection) { connection in
@@ -73,7 +69,7 @@ package final class HeldTransaction: Sendable {
             }
         } catch {
             held.withLock { $0 = nil }
-            await Self.end(connection, after: error, logger: logger)
+            await Self.end(connection, on: database, after: error, logger: logger)
             holder.release()
             throw error
         }
@@ -85,11 +81,13 @@ package final class HeldTransaction: Sendable {
         error is DatabaseDeadlineExceeded || error is CancellationError || error is DatabaseConnectionClosed
     }
 
-    /// Ends the transaction: `ROLLBACK` when the failed call has finished, else the connection is
-    /// closed (PostgreSQL rolls back, and nothing left running can write any more).
-    static func end(_ connection: PostgresConnection, after error: (any Error)?, logger: Logger) async {
+    /// Ends the transaction: `ROLLBACK` (under the statement deadline) when the failed call has
+    /// finished, else the connection is closed (PostgreSQL rolls back, and nothing left running
+    /// can write any more).
+    static func end(_ connection: PostgresConnection, on database: Database, after error: (any Error)?, logger: Logger) async {
         if let error, !leavesWorkBehind(error), !connection.isClosed {
-            if (try? await connection.query("ROLLBACK", logger: logger)) != nil { return }
+            let rolledBack = try? await database.onHeld(connection) { try await $0.query("ROLLBACK", logger: logger) }
+            if rolledBack != nil { return }
         }
         try? await connection.close()
     }
@@ -106,7 +104,7 @@ package final class HeldTransaction: Sendable {
                 try await connection.query("COMMIT", logger: logger)
             }
         } catch {
-            await Self.end(taken.connection, after: error, logger: logger)
+            await Self.end(taken.connection, on: database, after: error, logger: logger)
             throw error
         }
     }
@@ -116,18 +114,24 @@ package final class HeldTransaction: Sendable {
     package func rollback(logger: Logger) async {
         guard let taken = held.withLock({ held -> Held? in defer { held = nil }; return held }) else { return }
         defer { taken.holder.release() }
-        await Self.end(taken.connection, after: nil, logger: logger)
+        await Self.end(taken.connection, on: taken.database, after: nil, logger: logger)
     }
 }
 
 /// Hands the connection a lease task took to the caller waiting for it, once.
 private final class Delivery: Sendable {
-    private let state = Mutex<(waiter: CheckedContinuation<PostgresConnection, any Error>?, lease: Task<Void, Never>?)>((nil, nil))
+    private struct State {
+        var waiter: CheckedContinuation<PostgresConnection, any Error>?
+        var lease: Task<Void, Never>?
+        var cancelled = false
+    }
+    private let state = Mutex(State())
 
     func start(_ waiter: CheckedContinuation<PostgresConnection, any Error>, lease: @escaping @Sendable () async -> Void) {
         state.withLock { $0.waiter = waiter }
         let task = Task { await lease() }
-        state.withLock { $0.lease = task }
+        // A cancellation that came first found no task to cancel.
+        if state.withLock({ state in state.lease = task; return state.cancelled }) { task.cancel() }
     }
 
     func finish(_ result: Result<PostgresConnection, any Error>) {
@@ -137,7 +141,7 @@ private final class Delivery: Sendable {
         }?.resume(with: result)
     }
 
-    func cancel() { state.withLock { $0.lease }?.cancel() }
+    func cancel() { state.withLock { state in state.cancelled = true; return state.lease }?.cancel() }
 }
 
 /// Keeps a pooled connection leased past the call that leased it, until `release`.
@@ -201,9 +205,16 @@ extension Database {
     /// `body` on the held connection, under the same deadlines as a pooled call.
     func onHeld<T: Sendable>(_ connection: PostgresConnection,
                              _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await withDeadlines { leased in
-            leased(connection)
-            return try await body(connection)
+        do {
+            return try await withDeadlines { leased in
+                leased(connection)
+                return try await body(connection)
+            }
+        } catch where HeldTransaction.leavesWorkBehind(error) {
+            // Answered early, with a statement perhaps still running: closing the connection ends
+            // the transaction and stops anything that would follow it, in this request or another.
+            try? await connection.close()
+            throw error
         }
     }
 }

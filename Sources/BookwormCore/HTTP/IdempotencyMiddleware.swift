@@ -49,6 +49,18 @@ package struct IdempotencyMiddleware: RouterMiddleware {
         }
         let store = store
         let held = HeldTransaction(claim: { connection, logger in try await store.claim(scope, key: key, on: connection, logger: logger) })
+        do {
+            return try await run(next, held: held, scope: scope, key: key, request: request, digest: digest, context: context)
+        } catch {
+            // Whatever failed, the held connection goes back (a no-op once committed or never begun).
+            await held.rollback(logger: context.logger)
+            throw error
+        }
+    }
+
+    /// The route inside `held`, then the answer kept with its writes, or nothing kept.
+    private func run(_ next: (Request, Context) async throws -> Response, held: HeldTransaction, scope: IdempotencyScope, key: String,
+                     request: Request, digest: RequestDigest, context: Context) async throws -> Response {
         var response: Response
         do {
             response = try await HeldTransaction.$current.withValue(held) { try await next(request, context) }
@@ -63,13 +75,7 @@ package struct IdempotencyMiddleware: RouterMiddleware {
             await held.rollback(logger: context.logger)
             return response
         }
-        do {
-            return try await commit(held, response: response, scope: scope, key: key, request: request, digest: digest, context: context)
-        } catch {
-            // Whatever failed, the held connection goes back (a no-op once committed).
-            await held.rollback(logger: context.logger)
-            throw error
-        }
+        return try await commit(held, response: response, scope: scope, key: key, request: request, digest: digest, context: context)
     }
 
     /// Keeps the answer in the write's transaction and commits both.
