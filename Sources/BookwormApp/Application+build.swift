@@ -181,12 +181,15 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                  openAPIDocument: try BundledResources.openAPIDocument(), drain: config.drain).addRoutes(to: router)
     // The pages behind the mail links (HTML, outside /v1).
     try AccountPages(mail: accountMail, publicBaseURL: config.mail.publicBaseURL).addRoutes(to: router)
-    // Keyed writes (`Idempotency-Key`) inside the session middleware, so a key is the user's.
+    // Keyed writes (`Idempotency-Key`) inside the session middleware, so a key is the user's, and
+    // inside `SyncTokenMiddleware`, which reads the sync position once the write has committed.
     let idempotency = IdempotencyMiddleware(store: config.idempotencyStore(client: client, logger: logger), database: client)
     let v1 = router.group("v1").add(middleware: idempotency)
-    let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions)).add(middleware: idempotency)
-    let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
+    let syncTokens = SyncTokenMiddleware(client: client, logger: logger)
+    let authenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions)).add(middleware: syncTokens)
         .add(middleware: idempotency)
+    let optionallyAuthenticated = router.group("v1").add(middleware: SessionMiddleware(sessions: sessions, optional: true))
+        .add(middleware: syncTokens).add(middleware: idempotency)
     let copies = CopiesService(client: client, logger: logger)
     let trades = config.tradesService(client: client, logger: logger)
     AccountsRoutes(service: accounts, profileFacts: { user in

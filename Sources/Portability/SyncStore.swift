@@ -44,6 +44,15 @@ package struct SyncStore: Sendable {
         return (state.epoch, state.purged, state.horizon, changes)
     }
 
+    /// Where a caught-up sync would stand now: the horizon, every transaction below it ended.
+    func position() async throws -> SyncToken {
+        let rows = try await client.query("SELECT bookworm_sync_epoch(), bookworm_sync_horizon()::text", logger: logger)
+        guard let (epoch, horizon) = try rows.rows.first?.decode((String, String).self), let xid = UInt64(horizon) else {
+            throw AppError.unavailable("no sync position")
+        }
+        return SyncToken(epoch: epoch, xid: xid, id: 0)
+    }
+
     /// Deletes tombstones older than `cutoff` and raises the purge mark past them, so a token
     /// from before them is refused instead of silently missing a deletion.
     @discardableResult

@@ -43,6 +43,23 @@ import Testing
         }
     }
 
+    @Test func aWriteAnswersWithTheSyncPositionAfterIt() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let first = try await app.request(.post, "/v1/me/copies", json: ["title": "First", "authors": ["A"], "condition": "good"], token: me.token)
+            let token = try #require(first.headers[.syncToken])
+            let second = try await app.request(.post, "/v1/me/copies", json: ["title": "Second", "authors": ["A"], "condition": "good"], token: me.token)
+            let secondID = try second.jsonObject()["id"] as? String
+            // The write after it is always in a sync from it (what came before may be too, while older transactions run).
+            #expect(try await eventually(within: 30) {
+                try await app.syncAll(me.token, since: token).changes.contains { $0["id"] as? String == secondID }
+            })
+            // Reads and refused writes carry none.
+            #expect(try await app.request(.get, "/v1/me/copies", token: me.token).headers[.syncToken] == nil)
+            #expect(try await app.request(.post, "/v1/me/copies", json: ["condition": "good"], token: me.token).headers[.syncToken] == nil)
+        }
+    }
+
     @Test func aDeltaHasOnlyWhatChangedSinceTheTokenAndDeletionsAsTombstones() async throws {
         try await withApp { app in
             let me = try await app.register()
