@@ -10,6 +10,7 @@ struct IdempotencyBenchmark {
     let rounds: Int
     let port: Int
 
+    static let invocation = UUID().uuidString
     static let body = Array(#"{"title":"The Dispossessed","authors":["Ursula K. Le Guin"],"condition":"good"}"#.utf8)
 
     func run() async throws {
@@ -56,7 +57,9 @@ struct IdempotencyBenchmark {
             guard let connection = try? BenchHTTPConnection(port: port) else { return }
             var index = 0
             while ContinuousClock.now < until {
-                let key = "\(run)-\(client)-\(index)"
+                // Unique to this invocation: the bench cluster and its users outlive a run, and a key
+                // of an earlier run's would be answered by replay.
+                let key = "\(Self.invocation)-\(run)-\(client)-\(index)"
                 index += 1
                 let started = ContinuousClock.now
                 let answer = try? connection.send("POST", "/v1/me/copies", token: tokens[client], body: Self.body,
