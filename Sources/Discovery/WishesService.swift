@@ -36,8 +36,8 @@ package struct WishesService: Sendable {
     func create(user: UUID, _ wish: NewWish) async throws -> Made<WishView> {
         try await client.transaction(logger: logger) { connection in
             let count = try await wishes.lockAndCount(user: user, on: connection)
-            if let id = wish.id, let same = try await wishes.isSame(id, user: user, book: try await resolve(wish.book, on: connection), wish,
-                                                                    on: connection) {
+            let book = try await resolve(wish.book, on: connection)
+            if let id = wish.id, let same = try await wishes.isSame(id, user: user, book: book, wish, on: connection) {
                 guard same, let view = try await wishes.get(id, user: user, on: connection) else { throw ClientMadeID.conflict }
                 return Made(view, isNew: false)
             }
@@ -46,7 +46,6 @@ package struct WishesService: Sendable {
                                                     detail: "You have \(count) wishes, the most there can be; delete one first",
                                                     field: nil)
             }
-            let book = try await resolve(wish.book, on: connection)
             if let pin = wish.pinID {
                 guard try await pins.isOwned(pin, by: user, on: connection) else {
                     throw AppError.broken("pin_id", "\(pin.apiString) is not one of your pins")

@@ -14,7 +14,6 @@ extension HTTPField.Name {
 package struct SyncTokenMiddleware: RouterMiddleware {
     package typealias Context = AppRequestContext
     let log: SyncStore
-    static let writes: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
 
     package init(client: Database, logger: Logger) {
         log = SyncStore(client: client, logger: logger)
@@ -22,7 +21,7 @@ package struct SyncTokenMiddleware: RouterMiddleware {
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
-        guard Self.writes.contains(request.method), context.session != nil, (200..<300).contains(response.status.code) else {
+        guard IdempotencyMiddleware.writes.contains(request.method), context.session != nil, (200..<300).contains(response.status.code) else {
             return response
         }
         // The write is done: a database that cannot answer now costs the header, not the answer.

@@ -34,9 +34,8 @@ import Testing
         return writes
     }
 
-    static func count(_ app: TestApp, _ table: String) async throws -> Int64 {
-        for try await count in try await app.db.query("SELECT count(*)::int8 FROM \(unescaped: table)").decode(Int64.self) { return count }
-        return -1
+    static func count(_ app: TestApp, _ table: String) async throws -> Int {
+        try await app.count("SELECT count(*)::int8 FROM \(table)", user: "")
     }
 
     @Test func anOfflineQueueOfTwentyWritesReplayedTwiceLeavesTwentyObjects() async throws {

@@ -15,9 +15,7 @@ import Testing
     static func keyed(_ key: String) -> HTTPFields { [.idempotencyKey: key] }
 
     static func copies(of user: String, _ app: TestApp) async throws -> Int {
-        for try await count in try await app.db.query("SELECT count(*)::int8 FROM copies WHERE owner_id = \(UUID(uuidString: user))")
-            .decode(Int64.self) { return Int(count) }
-        return -1
+        try await app.count("SELECT count(*)::int8 FROM copies WHERE owner_id = $USER", user: user)
     }
 
     @Test func aPostSentThreeTimesWithOneKeyMakesOneCopyAndThreeEqualAnswers() async throws {
@@ -146,10 +144,7 @@ import Testing
             #expect(again.status == .conflict)
             #expect(try again.jsonObject()["type"] as? String == "https://bookworm.example/problems/idempotency_not_replayable")
             #expect(!String(buffer: again.body).contains(try first.jsonObject()["token"] as? String ?? "?"))
-            var kept: [Int64] = []
-            for try await count in try await app.db.query("SELECT count(*)::int8 FROM idempotency_keys WHERE body IS NULL AND scope LIKE 'address:%'")
-                .decode(Int64.self) { kept.append(count) }
-            #expect(kept == [1])
+            #expect(try await app.count("SELECT count(*)::int8 FROM idempotency_keys WHERE body IS NULL AND scope LIKE 'address:%'", user: "") == 1)
             // The key is the client address's: another address's is another key.
             let elsewhere = try await app.request(.post, "/v1/auth/register", raw: body, headers: Self.keyed("signup"), from: "203.0.113.9")
             #expect(elsewhere.status == .conflict)
@@ -181,12 +176,10 @@ import Testing
             let erased = try await app.request(.delete, "/v1/me", raw: #"{"password":"\#(me.password)"}"#, token: me.token,
                                                headers: Self.keyed("goodbye"))
             #expect(erased.status == .accepted)
-            var rows: [Int64] = []
-            for try await count in try await app.db.query("""
-                SELECT (SELECT count(*) FROM users WHERE id = \(UUID(uuidString: me.id)))
-                     + (SELECT count(*) FROM idempotency_keys WHERE user_id = \(UUID(uuidString: me.id)) OR scope LIKE \("%" + me.id.lowercased()))
-                """).decode(Int64.self) { rows.append(count) }
-            #expect(rows == [0])
+            #expect(try await app.count("""
+                SELECT (SELECT count(*) FROM users WHERE id = $USER)
+                     + (SELECT count(*) FROM idempotency_keys WHERE user_id = $USER OR scope = 'user:' || $USER)
+                """, user: me.id) == 0)
         }
     }
 
@@ -240,10 +233,7 @@ import Testing
             let again = try await app.request(.post, "/v1/me/imports", raw: file, token: me.token, headers: headers)
             #expect(first.status == .accepted && again.status == .accepted && again.headers[.idempotentReplayed] == "true")
             #expect(String(buffer: first.body) == String(buffer: again.body))
-            var imports: [Int64] = []
-            for try await count in try await app.db.query("SELECT count(*)::int8 FROM imports WHERE user_id = \(UUID(uuidString: me.id))")
-                .decode(Int64.self) { imports.append(count) }
-            #expect(imports == [1])
+            #expect(try await app.count("SELECT count(*)::int8 FROM imports WHERE user_id = $USER", user: me.id) == 1)
         }
     }
 

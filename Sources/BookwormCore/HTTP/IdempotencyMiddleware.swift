@@ -27,7 +27,8 @@ package struct IdempotencyMiddleware: RouterMiddleware {
     static let bodyLimit = 16 << 20
     /// Answers larger than this are not kept for replay (writes answer a few kilobytes).
     static let answerLimit = 1 << 20
-    static let guarded: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
+    /// The methods that write, and so take a key (and answer with a `Sync-Token`).
+    package static let writes: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
 
     package init(store: IdempotencyStore, database: Database) {
         self.store = store
@@ -35,7 +36,7 @@ package struct IdempotencyMiddleware: RouterMiddleware {
     }
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard Self.guarded.contains(request.method), let header = request.headers[.idempotencyKey] else {
+        guard Self.writes.contains(request.method), let header = request.headers[.idempotencyKey] else {
             return try await next(request, context)
         }
         let key = try Self.key(header)
