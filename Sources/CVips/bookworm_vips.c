@@ -38,15 +38,57 @@ int bw_vips_start(void) {
     return start_result;
 }
 
-static double now_seconds(void) {
+/* CPU time of the calling thread. A photo's deadline counts the work done for it, not the wall
+   clock: photo threads run in SCHED_IDLE, so on a busy machine a harmless picture may wait far
+   longer than its deadline for a core, and must not be called unreadable for it. */
+static double thread_cpu_seconds(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void on_eval(VipsImage *image, VipsProgress *progress, void *deadline) {
-    (void)progress;
-    if (now_seconds() > *(double *)deadline) vips_image_set_kill(image, TRUE);
+typedef struct {
+    double budget;
+    volatile int timed_out;
+} cpu_budget;
+
+typedef struct {
+    VipsRegion *region;
+    double started;
+} budget_sequence;
+
+/* Sequences start on the libvips worker that computes them, where the pixels are decoded. */
+static void *budget_start(VipsImage *out, void *in, void *budget) {
+    (void)out; (void)budget;
+    budget_sequence *sequence = g_new0(budget_sequence, 1);
+    sequence->region = vips_region_new((VipsImage *)in);
+    sequence->started = thread_cpu_seconds();
+    if (!sequence->region) {
+        g_free(sequence);
+        return NULL;
+    }
+    return sequence;
+}
+
+static int budget_generate(VipsRegion *out, void *vsequence, void *in, void *vbudget, gboolean *stop) {
+    (void)in; (void)stop;
+    budget_sequence *sequence = vsequence;
+    cpu_budget *budget = vbudget;
+    if (vips_region_prepare(sequence->region, &out->valid)) return -1;
+    if (thread_cpu_seconds() - sequence->started > budget->budget) {
+        budget->timed_out = 1;
+        vips_error("bookworm", "the decode ran out of time");
+        return -1;
+    }
+    return vips_region_region(out, sequence->region, &out->valid, out->valid.left, out->valid.top);
+}
+
+static int budget_stop(void *vsequence, void *in, void *budget) {
+    (void)in; (void)budget;
+    budget_sequence *sequence = vsequence;
+    g_object_unref(sequence->region);
+    g_free(sequence);
+    return 0;
 }
 
 static int fail(bw_photo *out, int code) {
@@ -109,19 +151,25 @@ static int save(VipsImage *image, int index, int jpeg_quality, int webp_quality,
                                 "strip", TRUE, NULL);
 }
 
-/* `image`'s pipeline run into memory, stopped once `deadline` has passed (the flag libvips
-   checks between regions). The deadline lives as long as the image. */
-static VipsImage *compute(VipsImage *image, double deadline) {
-    double *stop = VIPS_NEW(image, double);
-    if (!stop) return NULL;
-    *stop = deadline;
-    vips_image_set_progress(image, TRUE);
-    g_signal_connect(image, "eval", G_CALLBACK(on_eval), stop);
-    return vips_image_copy_memory(image);
+/* `image`'s pipeline run into memory, stopped (between regions) once its worker has spent
+   `seconds` of CPU on it; `timed_out` says whether that is why it failed. */
+static VipsImage *compute(VipsImage *image, double seconds, int *timed_out) {
+    VipsImage *limited = vips_image_new();
+    cpu_budget *budget = VIPS_NEW(limited, cpu_budget);
+    if (budget) *budget = (cpu_budget){.budget = seconds, .timed_out = 0};
+    if (!budget || vips_image_pipelinev(limited, VIPS_DEMAND_STYLE_THINSTRIP, image, NULL) ||
+        vips_image_generate(limited, budget_start, budget_generate, budget_stop, image, budget)) {
+        g_object_unref(limited);
+        return NULL;
+    }
+    VipsImage *kept = vips_image_copy_memory(limited);
+    *timed_out = budget->timed_out;
+    g_object_unref(limited);
+    return kept;
 }
 
 /* The full size decoded once into memory (shrink-on-load, sRGB, 8 bits), then turned upright. */
-static VipsImage *decode(const void *data, size_t length, int edge, double deadline) {
+static VipsImage *decode(const void *data, size_t length, int edge, double seconds, int *timed_out) {
     VipsImage *thumb;
     /* libvips 8.14 ignores thumbnail_buffer's own fail_on (libvips/libvips#5195) and would
        answer a truncated upload with half a picture: the loader is given it as an option
@@ -140,7 +188,7 @@ static VipsImage *decode(const void *data, size_t length, int edge, double deadl
     failed = vips_cast(srgb, &bytes, VIPS_FORMAT_UCHAR, NULL);
     g_object_unref(srgb);
     if (failed) return NULL;
-    VipsImage *decoded = compute(bytes, deadline);
+    VipsImage *decoded = compute(bytes, seconds, timed_out);
     g_object_unref(bytes);
     if (!decoded) return NULL;
     VipsImage *turned, *upright = NULL;
@@ -172,9 +220,9 @@ int bw_photo_make(const void *data, size_t length, double max_pixels, double dea
     if (pixels > max_pixels) return fail(out, BW_PHOTO_TOO_LARGE);
 
     VipsImage *sizes[3] = {NULL, NULL, NULL};
-    double deadline = now_seconds() + deadline_seconds;
-    sizes[0] = decode(data, length, edges[0], deadline);
-    if (!sizes[0]) return fail(out, now_seconds() > deadline ? BW_PHOTO_TIMED_OUT : BW_PHOTO_UNREADABLE);
+    int timed_out = 0;
+    sizes[0] = decode(data, length, edges[0], deadline_seconds, &timed_out);
+    if (!sizes[0]) return fail(out, timed_out ? BW_PHOTO_TIMED_OUT : BW_PHOTO_UNREADABLE);
     int code = BW_PHOTO_OK;
     for (int i = 1; i < 3 && code == BW_PHOTO_OK; i++) {
         sizes[i] = fit(sizes[i - 1], edges[i]);

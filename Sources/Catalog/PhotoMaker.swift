@@ -30,7 +30,8 @@ package final class PhotoMaker: Service, Sendable {
         package var queueLimit: Int
         /// More pixels than this (read from the header) is 422 `image_too_large`.
         package var maxPixels = 40_000_000
-        /// A decode still running after this long is stopped (422 `image_unreadable`).
+        /// A decode that has used this much CPU is stopped (422 `image_unreadable`). CPU, not the
+        /// wall clock: photo threads are `SCHED_IDLE`, and a busy machine must not fail a good picture.
         package var deadlineSeconds = 20.0
         /// Long edges of full, card and thumb, in the order libvips makes them (each from the one before).
         package var edges: [Int32] = [1600, 480, 160]
@@ -137,7 +138,7 @@ package enum PhotoRefusal: Error, Sendable {
             .unprocessableBecause(code: "image_too_large", detail: "The picture has more than \(pixels) pixels", field: nil)
         case .unreadable: .unprocessableBecause(code: "image_unreadable", detail: "The picture cannot be read: it is damaged", field: nil)
         case .timedOut(let seconds):
-            .unprocessableBecause(code: "image_unreadable", detail: "The picture took longer than \(Int(seconds)) s to read", field: nil)
+            .unprocessableBecause(code: "image_unreadable", detail: "The picture took more than \(Int(seconds)) s of work to read", field: nil)
         case .failed(let reason): .unavailable(reason)
         }
     }

@@ -11,7 +11,7 @@ enum {
     BW_PHOTO_TOO_LARGE = 2,   /* more pixels than allowed, read from the header */
     BW_PHOTO_UNREADABLE = 3,  /* corrupt or truncated */
     BW_PHOTO_FAILED = 4,      /* libvips could not start or write */
-    BW_PHOTO_TIMED_OUT = 5    /* the decode went past its deadline */
+    BW_PHOTO_TIMED_OUT = 5    /* the decode used more CPU than its deadline */
 };
 
 /* The three sizes, each as JPEG and WebP, written anew without any metadata. */
@@ -33,7 +33,8 @@ int bw_vips_start(void);
 
 /* Decodes `data` (the loader chosen by its bytes), refuses more than `max_pixels` before
    decoding a pixel, applies the EXIF orientation, converts to sRGB, and writes each long
-   edge of `edges` (largest first, never upscaled). Decoding stops after `deadline_seconds`. */
+   edge of `edges` (largest first, never upscaled). Decoding stops once it has used `deadline_seconds`
+   of CPU (waiting for a core does not count). */
 int bw_photo_make(const void *data, size_t length, double max_pixels, double deadline_seconds,
                   const int edges[3], int jpeg_quality, int webp_quality, bw_photo *out);
 
