@@ -106,11 +106,18 @@ package struct SessionChanges: Service {
     }
 
     package func run() async throws {
-        let cache = cache
         await cancelWhenGracefulShutdown {
-            await client.listen("sessions", logger: logger, listening: cache.setListening) { payload in
-                if let userID = UUID(uuidString: payload) { cache.drop(userID: userID) }
-            }
+            await client.listen("sessions", logger: logger, listening: listening) { payload in notified(payload) }
         }
+    }
+
+    /// A payload of the `sessions` channel: the user whose kept sessions go.
+    package func notified(_ payload: String) {
+        if let userID = UUID(uuidString: payload) { cache.drop(userID: userID) }
+    }
+
+    /// Whether notifications are being heard (the cache trusts what it keeps only meanwhile).
+    package func listening(_ listening: Bool) {
+        cache.setListening(listening)
     }
 }

@@ -68,6 +68,28 @@ package struct SessionStore: Sendable {
         return nil
     }
 
+    /// Which of `sessionIDs` are still live (not revoked or expired, their user not suspended);
+    /// those are used now, as a request would use them: a stream open for hours keeps its session.
+    package func stillLive(_ sessionIDs: [UUID]) async throws -> Set<UUID> {
+        guard !sessionIDs.isEmpty else { return [] }
+        let now = clock.now()
+        let rows = try await client.query("""
+            WITH live AS (
+                SELECT s.id, s.last_used_at FROM sessions s JOIN users u ON u.id = s.user_id AND u.suspended_at IS NULL
+                WHERE s.id = ANY(\(sessionIDs)) AND s.revoked_at IS NULL
+                  AND s.idle_expires_at > \(now) AND s.absolute_expires_at > \(now)
+            ), touched AS (
+                UPDATE sessions t SET last_used_at = \(now),
+                    idle_expires_at = LEAST(\(now) + make_interval(secs => \(policy.idleTimeout)), t.absolute_expires_at)
+                FROM live WHERE t.id = live.id AND live.last_used_at < \(now) - make_interval(secs => \(Self.touchInterval))
+            )
+            SELECT id FROM live
+            """, logger: logger)
+        var live: Set<UUID> = []
+        for try await id in rows.decode(UUID.self) { live.insert(id) }
+        return live
+    }
+
     /// After this process changed the user's row: its kept sessions carry the old one. The
     /// trigger's notification would drop them too, but maybe after the response, and the
     /// client's next request must read what it wrote.

@@ -223,7 +223,9 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                          trades: trades, readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    return (router, [SessionChanges(client: client, cache: sessionCache, logger: logger)])
+    let live = addLiveRoutes(authenticated: authenticated, config: config, client: client, reads: reads, sessions: sessions,
+                             sessionChanges: SessionChanges(client: client, cache: sessionCache, logger: logger), logger: logger)
+    return (router, live)
 }
 
 /// Sync, import, export and account erasure (the Portability room), on `authenticated`.

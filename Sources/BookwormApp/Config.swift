@@ -26,6 +26,8 @@ package struct Config: Sendable {
     var hashing: PasswordHasher.Settings
     /// Photos made at once (`BOOKWORM_IMAGE_CONCURRENCY`, default: cores) and waiting (`BOOKWORM_IMAGE_QUEUE`).
     package var photos = PhotoMaker.Settings()
+    /// Event streams per process (`BOOKWORM_MAX_STREAMS`) and their heartbeat (`BOOKWORM_EVENTS_HEARTBEAT_SECONDS`).
+    package var live = LiveStreams.Settings()
     package var sessions: SessionPolicy
     package var throttles: ThrottlePolicy
     package var feed: FeedPolicy
@@ -147,6 +149,8 @@ package struct Config: Sendable {
         )
         if let concurrency = try reader.int("BOOKWORM_IMAGE_CONCURRENCY", range: 1...256) { config.photos = .init(concurrency: concurrency) }
         config.photos.queueLimit = try reader.int("BOOKWORM_IMAGE_QUEUE", range: 0...10_000) ?? config.photos.queueLimit
+        config.live.maxStreams = try reader.int("BOOKWORM_MAX_STREAMS", range: 0...1_000_000) ?? config.live.maxStreams
+        config.live.heartbeatSeconds = try reader.int("BOOKWORM_EVENTS_HEARTBEAT_SECONDS", range: 1...3600) ?? config.live.heartbeatSeconds
         config.sessions = try SessionPolicy(
             idleTimeout: reader.int("BOOKWORM_SESSION_IDLE_DAYS", range: 1...3650).map { Double($0) * 86400 }
                 ?? defaults.sessions.idleTimeout,

@@ -140,6 +140,9 @@ struct AlertMail: Sendable {
         }
         if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .alert, on: connection) }
         try await alerts.markMailed(settled, now: now, on: connection)
+        // The app hears of every new alert at once, whatever the mail preference.
+        try await LiveNotice.publish(written.map { LiveNotice(userID: $0.user, event: "alert", objectID: $0.id, kind: "available") },
+                                     on: connection, logger: alerts.logger)
     }
 
     private func instant(_ alerts: [NewAlert]) -> MailMessage {

@@ -20,6 +20,15 @@ package enum ContactTarget: Sendable {
     case user(String)
     case copy(UUID)
     case post(UUID)
+
+    /// What was contacted about: the `kind` of the `contact` event.
+    var kind: String {
+        switch self {
+        case .user: "user"
+        case .copy: "copy"
+        case .post: "post"
+        }
+    }
 }
 
 /// The recipient as the service knows them: their address never leaves the server.

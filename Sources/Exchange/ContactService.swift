@@ -50,6 +50,8 @@ package struct ContactService: Sendable {
                                                outboxID: outboxID, on: connection)
             try await throttles.record(keys: [Self.hourKey(sender.id)], window: 3600, on: connection)
             try await throttles.record(keys: [Self.pairKey(sender.id, recipient.id)], window: 86400, on: connection)
+            try await LiveNotice.publish([LiveNotice(userID: recipient.id, event: "contact", objectID: id, kind: target.kind)],
+                                         on: connection, logger: logger)
             return id
         }
     }

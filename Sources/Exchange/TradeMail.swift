@@ -11,6 +11,16 @@ package enum TradeNotice: Sendable {
     /// that, since why someone is suspended is between them and the moderators.
     case otherSideInactive
     case dueSoon, overdue
+
+    /// The `kind` of the `trade` event that goes with the mail.
+    var eventKind: String {
+        switch self {
+        case .declinedReserved: "declined"
+        case .otherSideInactive: "cancelled"
+        case .dueSoon: "due_soon"
+        default: "\(self)"
+        }
+    }
 }
 
 /// Mails about trades, queued on the transaction of the change they report. They come from the
@@ -36,22 +46,26 @@ struct TradeMail: Sendable {
         guard !trades.isEmpty else { return }
         let rows = try await connection.query("""
             SELECT t.kind, t.due_on::text, b.title, o.username, o.email, o.email_verified_at IS NOT NULL,
-                   r.username, r.email, r.email_verified_at IS NOT NULL
+                   r.username, r.email, r.email_verified_at IS NOT NULL, t.id, t.owner_id, t.requester_id
             FROM trades t JOIN books b ON b.id = t.book_id JOIN users o ON o.id = t.owner_id JOIN users r ON r.id = t.requester_id
             WHERE t.id = ANY(\(trades))
             """, logger: logger)
         var messages: [MailMessage] = []
-        for try await row in rows.decode((String, String?, String, String, String, Bool, String, String, Bool).self) {
+        var notices: [LiveNotice] = []
+        for try await row in rows.decode((String, String?, String, String, String, Bool, String, String, Bool, UUID, UUID, UUID).self) {
             let owner = Party(username: row.3, email: row.4, verified: row.5)
             let requester = Party(username: row.6, email: row.7, verified: row.8)
             for role in recipients {
                 let (me, other) = role == .owner ? (owner, requester) : (requester, owner)
+                // The app hears of it whether or not the address is verified.
+                notices.append(LiveNotice(userID: role == .owner ? row.10 : row.11, event: "trade", objectID: row.9, kind: notice.eventKind))
                 guard me.verified else { continue }
                 let (subject, text) = Self.wording(notice, kind: row.0, title: row.2, other: other.username, dueOn: row.1)
                 messages.append(templates.notice(to: me.email, recipient: me.username, subject: subject, text: text))
             }
         }
         if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .trade, on: connection) }
+        try await LiveNotice.publish(notices, on: connection, logger: logger)
     }
 
     static func wording(_ notice: TradeNotice, kind: String, title: String, other: String, dueOn: String?) -> (String, String) {

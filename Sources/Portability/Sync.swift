@@ -21,7 +21,7 @@ package struct SyncToken: Equatable, Sendable {
 
     static let start = SyncToken(epoch: "", xid: 0, id: 0)
 
-    var encoded: String {
+    package var encoded: String {
         Data("1.\(epoch).\(xid).\(id)".utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")

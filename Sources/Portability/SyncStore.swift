@@ -45,12 +45,32 @@ package struct SyncStore: Sendable {
     }
 
     /// Where a caught-up sync would stand now: the horizon, every transaction below it ended.
-    func position() async throws -> SyncToken {
+    package func position() async throws -> SyncToken {
         let rows = try await client.query("SELECT bookworm_sync_epoch(), bookworm_sync_horizon()::text", logger: logger)
         guard let (epoch, horizon) = try rows.rows.first?.decode((String, String).self), let xid = UInt64(horizon) else {
             throw AppError.unavailable("no sync position")
         }
         return SyncToken(epoch: epoch, xid: xid, id: 0)
+    }
+
+    /// Where an event stream of `user` opened with `after` stands: the position now, whether
+    /// anything of the user's changed since `after` (always, without one or with a token from
+    /// another epoch or before a purge), and the newest transaction of the user's that has
+    /// committed but is not yet below the horizon (its notification came before the stream).
+    package func resume(user: UUID, after: SyncToken?) async throws -> (position: SyncToken, changed: Bool, waiting: UInt64?) {
+        let from = after ?? .start
+        let rows = try await client.query("""
+            SELECT s.epoch, s.horizon::text, s.purged::text,
+                   EXISTS (SELECT 1 FROM sync_changes
+                           WHERE user_id = \(user) AND (xid, id) > (\(String(from.xid))::xid8, \(from.id)) AND xid < s.horizon),
+                   (SELECT max(xid)::text FROM sync_changes WHERE user_id = \(user) AND xid >= s.horizon)
+            FROM (SELECT bookworm_sync_epoch() AS epoch, bookworm_sync_horizon() AS horizon, purged_xid AS purged FROM sync_state) s
+            """, logger: logger)
+        guard let row = try rows.rows.first?.decode((String, String, String, Bool, String?).self), let horizon = UInt64(row.1) else {
+            throw AppError.unavailable("no sync position")
+        }
+        let stale = after.map { $0.epoch != row.0 || $0.xid <= (UInt64(row.2) ?? 0) } ?? true
+        return (SyncToken(epoch: row.0, xid: horizon, id: 0), stale || row.3, row.4.flatMap(UInt64.init))
     }
 
     /// Deletes tombstones older than `cutoff` and raises the purge mark past them, so a token

@@ -10,19 +10,33 @@ extension Database {
     /// this lease lasts as long as the caller, past any deadline.
     package func listen(_ channel: String, logger: Logger, listening: @escaping @Sendable (Bool) -> Void = { _ in },
                         notified: @escaping @Sendable (String) async -> Void) async {
+        await listen([channel], logger: logger, listening: listening) { _, payload in await notified(payload) }
+    }
+
+    /// The same for several channels on one connection: `notified` gets each channel and payload.
+    package func listen(_ channels: [String], logger: Logger, listening: @escaping @Sendable (Bool) -> Void = { _ in },
+                        notified: @escaping @Sendable (String, String) async -> Void) async {
         while !Task.isCancelled {
             do {
                 // Only an open connection (`openConnection`): a `LISTEN` written to one the pool
                 // hands out already closed is never answered, and `listening(true)` never comes.
                 try await openConnection { connection in
-                    let notifications = try await connection.listen(channel)
+                    var sequences: [(String, PostgresNotificationSequence)] = []
+                    for channel in channels { sequences.append((channel, try await connection.listen(channel))) }
                     listening(true)
                     defer { listening(false) }
-                    for try await notification in notifications { await notified(notification.payload) }
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for (channel, notifications) in sequences {
+                            group.addTask { for try await notification in notifications { await notified(channel, notification.payload) } }
+                        }
+                        // The first sequence to end (its connection closed) ends them all.
+                        try await group.next()
+                        group.cancelAll()
+                    }
                 }
             } catch {
                 if Task.isCancelled { return }
-                logger.debug("listener reconnecting", metadata: ["channel": .string(channel), "error": .string("\(error)")])
+                logger.debug("listener reconnecting", metadata: ["channels": .string(channels.joined(separator: ",")), "error": .string("\(error)")])
             }
             try? await Task.sleep(for: .seconds(1))
         }

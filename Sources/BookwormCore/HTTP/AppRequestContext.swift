@@ -9,6 +9,8 @@ import NIOCore
 package struct AppRequestContext: RequestContext {
     package var coreContext: CoreRequestContextStorage
     let remoteAddress: String?
+    /// The request's connection: a live stream closes it to drop a client that stopped reading.
+    package let channel: any Channel
     package var session: AuthenticatedSession?
     var requestID: String = ""
     package var maxBodyBytes: Int = 1 << 20
@@ -17,6 +19,7 @@ package struct AppRequestContext: RequestContext {
     package init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress?.ipAddress
+        self.channel = source.channel
     }
 
     /// Hummingbird's own decode limit, kept in step with ours.

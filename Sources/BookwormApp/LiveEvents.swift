@@ -1,0 +1,237 @@
+import Accounts
+import BookwormCore
+import Discovery
+import Foundation
+import Hummingbird
+import Logging
+import Places
+import Portability
+import ServiceLifecycle
+import Synchronization
+
+/// The two event streams (API.md, Live updates) and the services behind them: the listener and
+/// its fan-out, and the heartbeat.
+func addLiveRoutes(authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, reads: Database,
+                   sessions: SessionStore, sessionChanges: SessionChanges, logger: Logger) -> [any Service] {
+    let streams = LiveStreams(settings: config.live)
+    let sync = SyncStore(client: client, logger: logger)
+    let events = LiveEvents(client: client, streams: streams, sessions: sessions, sessionChanges: sessionChanges, sync: sync,
+                            posts: LivePostsStore(client: client, logger: logger), logger: logger)
+    let inbox = events.inbox
+    EventsRoutes(streams: streams, sync: sync) { user, xid in inbox.add(LiveNotice.channel, "s \(user.apiString) \(xid)") }
+        .addRoutes(authenticated: authenticated)
+    LivePostsRoutes(streams: streams, store: LivePostsStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
+    return [events, LiveHeartbeat(streams: streams, logger: logger) { await events.recheckSessions(of: nil) }]
+}
+
+/// The process's one `LISTEN` connection (channels `events` and `sessions`), and the fan-out of
+/// what it hears to this process's live streams. Notifications are queued by the listener and
+/// handled in batches by one task, so a burst costs a statement per batch, not per event.
+struct LiveEvents: Service {
+    let client: Database
+    let streams: LiveStreams
+    let sessions: SessionStore
+    let sessionChanges: SessionChanges
+    let sync: SyncStore
+    let posts: LivePostsStore
+    let logger: Logger
+    let inbox = LiveInbox()
+
+    func run() async throws {
+        let inbox = inbox, sessionChanges = sessionChanges
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.dispatch() }
+                group.addTask {
+                    await client.listen([LiveNotice.channel, "sessions"], logger: logger, listening: { listening in
+                        sessionChanges.listening(listening)
+                        inbox.listening(listening)
+                    }) { channel, payload in
+                        if channel == "sessions" { sessionChanges.notified(payload) }
+                        inbox.add(channel, payload)
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Takes what the listener queued, batch by batch, until cancelled.
+    private func dispatch() async {
+        var pending: [UUID: UInt64] = [:]
+        while !Task.isCancelled {
+            let batch = await inbox.next(retryingSoon: !pending.isEmpty)
+            do {
+                try await handle(batch, pending: &pending)
+            } catch {
+                // A database that cannot answer now: every stream pulls once it is back.
+                logger.warning("live events: a batch failed", metadata: ["error": .string("\(error)")])
+                pending = [:]
+                inbox.missedSome()
+            }
+        }
+    }
+
+    private func handle(_ batch: LiveInbox.Batch, pending: inout [UUID: UInt64]) async throws {
+        if batch.resync {
+            for stream in streams.all { stream.send(ServerSentEvent(event: "resync", data: "{}")) }
+            await recheckSessions(of: nil)
+        }
+        var sessionUsers: Set<UUID> = [], postIDs: [UUID] = []
+        for (channel, payload) in batch.notifications {
+            if channel == "sessions" {
+                if let user = UUID(uuidString: payload), streams.hasStreams(of: user) { sessionUsers.insert(user) }
+                continue
+            }
+            let text = Substring(payload)
+            switch text.first {
+            case "s":
+                let parts = text.split(separator: " ")
+                if parts.count == 3, let user = UUID(uuidString: String(parts[1])), let xid = UInt64(parts[2]), streams.hasStreams(of: user) {
+                    pending[user] = max(pending[user] ?? 0, xid)
+                }
+            case "p":
+                if let id = UUID(uuidString: String(text.dropFirst(2))), !streams.postStreams.isEmpty { postIDs.append(id) }
+            case "n":
+                if let notice = LiveNotice(payload: text) { tell(notice) }
+            default: break
+            }
+        }
+        if !sessionUsers.isEmpty { await recheckSessions(of: sessionUsers) }
+        if !postIDs.isEmpty { try await fanOut(postIDs) }
+        if !pending.isEmpty { try await poke(&pending) }
+    }
+
+    private func tell(_ notice: LiveNotice) {
+        let data = ServerSentEvent.json(["id": notice.objectID.apiString, "kind": notice.kind])
+        for stream in streams.mine(of: notice.userID) { stream.send(ServerSentEvent(event: notice.event, data: data)) }
+    }
+
+    /// Pokes the users whose changes the sync horizon has passed; the others wait for it (an
+    /// older transaction still running), and are looked at again shortly.
+    private func poke(_ pending: inout [UUID: UInt64]) async throws {
+        let position = try await sync.position()
+        let token = position.encoded
+        let event = ServerSentEvent(event: "sync", id: token, data: ServerSentEvent.json(["token": token]))
+        for (user, xid) in pending where xid < position.xid {
+            pending[user] = nil
+            for stream in streams.mine(of: user) { stream.send(event) }
+        }
+    }
+
+    /// Each new post to the live feeds whose circle holds it, but not to a viewer on either
+    /// side of a block with its author. Hidden posts and suspended authors never get this far.
+    private func fanOut(_ ids: [UUID]) async throws {
+        let feeds = streams.postStreams
+        for post in try await posts.shown(ids) {
+            var seen: [(LiveStream, PostView)] = []
+            for stream in feeds {
+                guard case .posts(let latitude, let longitude, let radius) = stream.topic,
+                      let view = post.seen(from: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radius) else { continue }
+                seen.append((stream, view))
+            }
+            guard !seen.isEmpty else { continue }
+            let blocked = try await posts.blocked(author: post.authorID, viewers: Array(Set(seen.map(\.0.userID))))
+            for (stream, view) in seen where !blocked.contains(stream.userID) {
+                let data = String(decoding: try JSONEncoder.api.encode(view), as: UTF8.self)
+                stream.send(ServerSentEvent(event: "post", data: data))
+            }
+        }
+    }
+
+    /// Ends the streams whose session is no longer live: of `users`, or of everyone.
+    func recheckSessions(of users: Set<UUID>?) async {
+        let open = streams.all.filter { users?.contains($0.userID) ?? true }
+        guard !open.isEmpty else { return }
+        do {
+            let live = try await sessions.stillLive(Array(Set(open.map(\.sessionID))))
+            for stream in open where !live.contains(stream.sessionID) { stream.close() }
+        } catch {
+            logger.warning("live events: sessions could not be checked", metadata: ["error": .string("\(error)")])
+        }
+    }
+}
+
+/// What the listener heard and not yet handled. Past `limit` queued notifications the rest are
+/// dropped and every stream is told to pull (`resync`), so a burst costs bounded memory.
+final class LiveInbox: Sendable {
+    struct Batch {
+        var notifications: [(String, String)] = []
+        var resync = false
+    }
+
+    private struct State {
+        var batch = Batch()
+        var wasListening = false
+        /// Set by the retry timer: the next wait returns even with nothing queued.
+        var kicked = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    static let limit = 100_000
+    private let state = Mutex(State())
+
+    func add(_ channel: String, _ payload: String) {
+        wake { state in
+            if state.batch.notifications.count < Self.limit {
+                state.batch.notifications.append((channel, payload))
+            } else {
+                state.batch.resync = true
+            }
+        }
+    }
+
+    /// A listener that is back after a drop may have missed anything: every stream pulls.
+    func listening(_ listening: Bool) {
+        wake { state in
+            if listening, state.wasListening { state.batch.resync = true }
+            if listening { state.wasListening = true }
+        }
+    }
+
+    func missedSome() {
+        wake { $0.batch.resync = true }
+    }
+
+    private func wake(_ change: (inout State) -> Void) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            change(&state)
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// The next batch, once there is one; with `retryingSoon`, after 20 ms at most even if empty.
+    func next(retryingSoon: Bool) async -> Batch {
+        let timer = retryingSoon ? Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(20))
+            self?.wake { $0.kicked = true }
+        } : nil
+        defer { timer?.cancel() }
+        await waitForAny()
+        return state.withLock { state in
+            defer {
+                state.batch = Batch()
+                state.kicked = false
+            }
+            return state.batch
+        }
+    }
+
+    private func waitForAny() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Bool in
+                    if !state.batch.notifications.isEmpty || state.batch.resync || state.kicked || Task.isCancelled { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            wake { $0.kicked = true }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Metrics
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// The process's open event streams, by user, within two limits: `maxStreams` in the process
+/// (503 past it, so streams never take every connection the server allows) and `perUser` for
+/// one user (the oldest is closed: a phone that reconnects without closing its old stream
+/// must not lock itself out).
+package final class LiveStreams: Sendable {
+    package struct Settings: Sendable {
+        package var maxStreams = 2048
+        package var perUser = 5
+        package var heartbeatSeconds = 25
+        package init() {}
+    }
+
+    package let settings: Settings
+    private struct State {
+        var byID: [UInt64: LiveStream] = [:]
+        var byUser: [UUID: [LiveStream]] = [:]
+        var postStreams: [UInt64: LiveStream] = [:]
+        var nextID: UInt64 = 0
+    }
+    private let state = Mutex(State())
+    private let gauge = Gauge(label: "bookworm_live_streams")
+
+    package init(settings: Settings) {
+        self.settings = settings
+    }
+
+    /// A new stream for the request's connection, registered before anything is read for it,
+    /// so no notification that arrives meanwhile is missed.
+    package func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) throws -> LiveStream {
+        var evicted: LiveStream?
+        let stream = try state.withLock { state -> LiveStream in
+            guard state.byID.count < settings.maxStreams else { throw AppError.overloaded(retryAfterSeconds: 5) }
+            state.nextID += 1
+            let stream = LiveStream(id: state.nextID, userID: userID, sessionID: sessionID, topic: topic, channel: context.channel)
+            var mine = state.byUser[userID, default: []]
+            if mine.count >= settings.perUser {
+                evicted = mine.removeFirst()
+                if let evicted { Self.forget(evicted, in: &state) }
+            }
+            mine.append(stream)
+            state.byUser[userID] = mine
+            state.byID[stream.id] = stream
+            if case .posts = topic { state.postStreams[stream.id] = stream }
+            return stream
+        }
+        evicted?.close(with: ServerSentEvent(event: "bye", data: ServerSentEvent.json(["reason": "too_many_streams"])))
+        gauge.record(count)
+        return stream
+    }
+
+    /// Takes the stream out once its response has ended.
+    package func remove(_ stream: LiveStream) {
+        state.withLock { state in
+            guard state.byID[stream.id] != nil else { return }
+            Self.forget(stream, in: &state)
+            if var mine = state.byUser[stream.userID] {
+                mine.removeAll { $0.id == stream.id }
+                state.byUser[stream.userID] = mine.isEmpty ? nil : mine
+            }
+        }
+        gauge.record(count)
+    }
+
+    private static func forget(_ stream: LiveStream, in state: inout State) {
+        state.byID[stream.id] = nil
+        state.postStreams[stream.id] = nil
+    }
+
+    package var count: Int { state.withLock { $0.byID.count } }
+
+    /// The user's streams of `.mine`.
+    package func mine(of userID: UUID) -> [LiveStream] {
+        state.withLock { state in (state.byUser[userID] ?? []).filter { if case .mine = $0.topic { true } else { false } } }
+    }
+
+    package func hasStreams(of userID: UUID) -> Bool {
+        state.withLock { $0.byUser[userID] != nil }
+    }
+
+    package var postStreams: [LiveStream] { state.withLock { Array($0.postStreams.values) } }
+
+    package var all: [LiveStream] { state.withLock { Array($0.byID.values) } }
+
+    package func users() -> [UUID] { state.withLock { Array($0.byUser.keys) } }
+
+    static let headers: HTTPFields = [
+        .contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-store",
+        HTTPField.Name("X-Accel-Buffering")!: "no",
+    ]
+
+    /// HEAD of a stream: its headers, and no stream opened.
+    package static var headResponse: Response { Response(status: .ok, headers: headers) }
+
+    /// The response for `stream`: `text/event-stream`, never cached or buffered by a proxy.
+    package func response(_ stream: LiveStream) -> Response {
+        Response(status: .ok, headers: Self.headers, body: ResponseBody { [self] writer in
+            defer { remove(stream) }
+            try await stream.write(to: &writer)
+        })
+    }
+}
+
+/// Every `heartbeatSeconds`: a comment line on every stream (proxies close a silent
+/// connection), streams whose write has waited on the client's socket for a whole interval
+/// dropped, and `recheck` (the sessions behind the streams, looked at again).
+package struct LiveHeartbeat: Service {
+    let streams: LiveStreams
+    let recheck: @Sendable () async -> Void
+    let logger: Logger
+
+    package init(streams: LiveStreams, logger: Logger, recheck: @escaping @Sendable () async -> Void) {
+        self.streams = streams
+        self.logger = logger
+        self.recheck = recheck
+    }
+
+    package func run() async throws {
+        let interval = Duration.seconds(streams.settings.heartbeatSeconds)
+        let comment = ServerSentEvent(comment: "keep-alive")
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: interval)) != nil { await beat(comment, limit: interval) }
+        }
+    }
+
+    private func beat(_ comment: ServerSentEvent, limit interval: Duration) async {
+        let now = ContinuousClock.now
+        for stream in streams.all {
+            if stream.isStalled(now: now, limit: interval) {
+                logger.info("live stream dropped: its client stopped reading", metadata: ["user_id": "\(stream.userID)"])
+                stream.drop()
+            } else {
+                stream.send(comment)
+            }
+        }
+        await recheck()
+    }
+}
