@@ -8,9 +8,14 @@ import Glibc
 final class RawSocket: @unchecked Sendable {
     private(set) var fd: Int32
 
-    init(port: Int, host: String = "127.0.0.1") throws {
+    /// `receiveBuffer`: the socket's receive buffer in bytes, set before connecting (a reader
+    /// that stops reading fills it, and then the server's side, sooner).
+    init(port: Int, host: String = "127.0.0.1", receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -62,8 +67,8 @@ final class RawSocket: @unchecked Sendable {
     }
 
     /// One response (head and a `Content-Length` body), or nil if none came within `timeout`.
-    func readResponse(timeout: TimeInterval) -> RawResponse? {
-        var received: [UInt8] = []
+    func readResponse(prefix: [UInt8] = [], timeout: TimeInterval) -> RawResponse? {
+        var received = prefix
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             if let response = RawResponse(parsing: received) { return response }

@@ -1,0 +1,135 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One Server-Sent Event as a client sees it; a comment line alone is one with `comment` set.
+struct ReceivedEvent: Sendable {
+    var event: String?
+    var id: String?
+    var data = ""
+    var comment: String?
+
+    var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] }
+}
+
+/// A `text/event-stream` response read as it arrives over a `RawSocket` (chunked framing
+/// undone), the way an app's SSE client reads it. Its calls block: run them off the pool.
+final class EventStreamClient: @unchecked Sendable {
+    let socket: RawSocket
+    let status: Int
+    let headers: [String: String]
+    /// The head's answer when it was not a stream (a problem+json body).
+    let refusal: RawResponse?
+    private var raw: [UInt8] = []
+    private var text = ""
+    private(set) var ended = false
+
+    init(port: Int, path: String, token: String, lastEventID: String? = nil, receiveBuffer: Int32? = nil, timeout: TimeInterval = 20) throws {
+        socket = try RawSocket(port: port, receiveBuffer: receiveBuffer)
+        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(token)\r\n"
+        if let lastEventID { request += "Last-Event-ID: \(lastEventID)\r\n" }
+        try socket.send(request + "\r\n")
+        var received: [UInt8] = []
+        let separator: [UInt8] = [13, 10, 13, 10]
+        while true {
+            if let end = received.indices.dropLast(3).first(where: { Array(received[$0..<$0 + 4]) == separator }) {
+                let head = String(decoding: received[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+                status = head.first.flatMap { Int($0.dropFirst(9).prefix(3)) } ?? 0
+                var fields: [String: String] = [:]
+                for line in head.dropFirst() {
+                    guard let colon = line.firstIndex(of: ":") else { continue }
+                    fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+                headers = fields
+                raw = Array(received[(end + 4)...])
+                refusal = fields["content-type"]?.hasPrefix("text/event-stream") == true ? nil : socket.readResponse(prefix: received, timeout: timeout)
+                return
+            }
+            guard let bytes = Self.read(socket, timeout: timeout), !bytes.isEmpty else { throw TestFailure("no response head to GET \(path)") }
+            received += bytes
+        }
+    }
+
+    /// The next event (comments included when `comments`), or nil when none came within
+    /// `timeout` or the stream ended.
+    func next(timeout: TimeInterval = 20, comments: Bool = false) -> ReceivedEvent? {
+        let end = Date().addingTimeInterval(timeout)
+        while true {
+            dechunk()
+            while let range = text.range(of: "\n\n") {
+                let block = String(text[..<range.lowerBound])
+                text.removeSubrange(..<range.upperBound)
+                let event = Self.parse(block)
+                if event.event != nil || !event.data.isEmpty || event.id != nil || (comments && event.comment != nil) { return event }
+            }
+            let left = end.timeIntervalSinceNow
+            guard !ended, left > 0, let bytes = Self.read(socket, timeout: left) else { return nil }
+            if bytes.isEmpty { ended = true } else { raw += bytes }
+        }
+    }
+
+    /// The next event that is `name`, skipping others.
+    func next(_ name: String, timeout: TimeInterval = 20) -> ReceivedEvent? {
+        let end = Date().addingTimeInterval(timeout)
+        while let event = next(timeout: max(0, end.timeIntervalSinceNow)) {
+            if event.event == name { return event }
+        }
+        return nil
+    }
+
+    /// Whether the server ends the stream within `timeout` (what it sent meanwhile is read and dropped).
+    func endsWithin(_ timeout: TimeInterval) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while !ended, end.timeIntervalSinceNow > 0 {
+            guard let bytes = Self.read(socket, timeout: end.timeIntervalSinceNow) else { return false }
+            if bytes.isEmpty { ended = true } else { raw += bytes }
+            dechunk()
+        }
+        return ended
+    }
+
+    private func dechunk() {
+        while let lineEnd = raw.indices.dropLast().first(where: { raw[$0] == 13 && raw[$0 + 1] == 10 }) {
+            guard let size = Int(String(decoding: raw[..<lineEnd], as: UTF8.self), radix: 16) else { return }
+            if size == 0 {
+                ended = true
+                raw = []
+                return
+            }
+            guard raw.count >= lineEnd + 2 + size + 2 else { return }
+            text += String(decoding: raw[(lineEnd + 2)..<(lineEnd + 2 + size)], as: UTF8.self)
+            raw.removeFirst(lineEnd + 2 + size + 2)
+        }
+    }
+
+    private static func parse(_ block: String) -> ReceivedEvent {
+        var event = ReceivedEvent()
+        var data: [String] = []
+        for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix(":") {
+                event.comment = line.dropFirst().trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            let parts = line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            let value = parts.count > 1 ? String(parts[1].hasPrefix(" ") ? parts[1].dropFirst() : parts[1]) : ""
+            switch parts[0] {
+            case "event": event.event = value
+            case "id": event.id = value
+            case "data": data.append(value)
+            default: break
+            }
+        }
+        event.data = data.joined(separator: "\n")
+        return event
+    }
+
+    /// Bytes that arrived within `timeout`; empty at the end of the stream; nil if none came.
+    private static func read(_ socket: RawSocket, timeout: TimeInterval) -> [UInt8]? {
+        var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(max(1, timeout * 1000))) > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let count = buffer.withUnsafeMutableBytes { recv(socket.fd, $0.baseAddress, $0.count, 0) }
+        return count <= 0 ? [] : Array(buffer[0..<count])
+    }
+}
