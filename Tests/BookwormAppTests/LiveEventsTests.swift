@@ -78,6 +78,58 @@ import Glibc
             let heard = try #require(await offThePool { mine.next("trade") })
             #expect(heard.json?["id"] as? String == trade["id"] as? String)
             #expect(heard.json?["kind"] as? String == "requested")
+            let contact = try Self.write(b.port, "POST", "/v1/contact",
+                                         #"{"copy_id":"\#(copy["id"] as? String ?? "")","message":"Still there?","share_email":false}"#, asker, expect: 202)
+            let contacted = try #require(await offThePool { mine.next("contact") })
+            #expect(contacted.json?["id"] as? String == contact["id"] as? String && contacted.json?["kind"] as? String == "copy")
+        }
+    }
+
+    @Test func anAlertMadeByAWorkerProcessReachesTheWishersStream() async throws {
+        try await withTestDatabase { settings, db in
+            let a = try await ServerProcess(databaseURL: settings.connectionURL)
+            defer { a.stop() }
+            let worker = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: [
+                "DATABASE_URL": settings.connectionURL, "LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
+            ])
+            defer {
+                kill(worker, SIGTERM)
+                _ = ChildProcess.wait(worker)
+            }
+            let wisher = try await Self.register(a.port, "wisher", db: db), owner = try await Self.register(a.port, "lister", db: db)
+            try Self.pin(a.port, wisher, latitude: 52.52, longitude: 13.405)
+            try Self.pin(a.port, owner, latitude: 52.53, longitude: 13.41)
+            let book = try Self.write(a.port, "POST", "/v1/books", #"{"title":"The Dispossessed","authors":["Ursula K. Le Guin"]}"#, owner)
+            let bookID = try #require(book["id"] as? String)
+            _ = try Self.write(a.port, "POST", "/v1/me/wishes", #"{"book_id":"\#(bookID)"}"#, wisher)
+            let mine = try await Self.stream(a.port, "/v1/me/events", wisher)
+            _ = try Self.write(a.port, "POST", "/v1/me/copies", #"{"book_id":"\#(bookID)","condition":"good"}"#, owner)
+            let alert = try #require(await offThePool { mine.next("alert", timeout: 60) })
+            let listed = try Self.write(a.port, "GET", "/v1/me/alerts", nil, wisher, expect: 200)
+            let ids = (listed["data"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+            #expect(ids.contains(alert.json?["id"] as? String ?? "-") && alert.json?["kind"] as? String == "available")
+        }
+    }
+
+    @Test func aPokeWaitsUntilAnOlderTransactionEndsSoThePullFindsTheChange() async throws {
+        try await Self.twoServers { a, b, db in
+            let person = try await Self.register(a.port, "patient", db: db)
+            let mine = try await Self.stream(a.port, "/v1/me/events", person)
+            let start = try #require(await offThePool { mine.next("sync") }?.id)
+            try await db.withConnection { older in
+                // A transaction with an id, begun before the write and still open after it:
+                // sync serves nothing newer than it, so a poke now would pull nothing.
+                try await older.query("BEGIN")
+                try await older.query("SELECT pg_current_xact_id()")
+                _ = try Self.write(b.port, "POST", "/v1/me/copies", #"{"title":"Held back","authors":["A"],"condition":"good"}"#, person)
+                #expect(try await offThePool { mine.next("sync", timeout: 1) } == nil)
+                try await older.query("COMMIT")
+            }
+            let poke = try #require(await offThePool { mine.next("sync") })
+            let pulled = try Self.write(a.port, "GET", "/v1/sync?since=\(start)", nil, person, expect: 200)
+            #expect((pulled["changes"] as? [[String: Any]])?.count == 1)
+            #expect(poke.id != start)
         }
     }
 
