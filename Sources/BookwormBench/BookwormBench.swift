@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, IdempotencyCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, IdempotencyCommand.self, EventsCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
     )
 }
 
@@ -170,6 +170,20 @@ struct IdempotencyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await IdempotencyBenchmark(seconds: seconds, clients: clients, rounds: rounds, port: port).run()
+    }
+}
+
+struct EventsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "events",
+        abstract: "Idle event streams (RSS, CPU); commit-to-event latency over two processes; a post fanned out to 1,000 live feeds.")
+
+    @Option(help: "Idle streams on one process (five per account).") var streams = 10_000
+    @Option(help: "Rounds of each latency phase.") var rounds = 20
+    @Option(help: "Port for the first server under test (the second takes the next).") var port = 18_080
+
+    func run() async throws {
+        try await EventsBenchmark(idleStreams: streams, rounds: rounds, port: port).run()
     }
 }
 

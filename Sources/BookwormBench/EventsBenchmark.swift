@@ -1,0 +1,162 @@
+import Foundation
+import Logging
+import PostgresNIO
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `BookwormBench events`: live streams on two release `bookworm serve` processes sharing the
+/// bench cluster. (1) 10,000 idle `GET /v1/me/events` streams on one process: the RSS each adds
+/// and the CPU they cost while idle. (2) 1,000 streams of 200 users over both processes, a
+/// write of all 200 users' pins committed by a client of its own: the time from just before
+/// the commit to each stream's `sync` event. (3) 1,000 live nearby feeds over both processes,
+/// a post written through the API: the time from sending it to each feed's `post` event.
+struct EventsBenchmark {
+    let idleStreams: Int
+    let rounds: Int
+    let port: Int
+
+    static let group = 200
+
+    func run() async throws {
+        for (name, value) in ["BOOKWORM_MAX_STREAMS": "\(idleStreams + 2000)", "BOOKWORM_MAX_CONNECTIONS": "\(idleStreams + 4000)",
+                              "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1", "BOOKWORM_POSTS_PER_HOUR": "100000"] {
+            setenv(name, value, 1)
+        }
+        let a = try ServerUnderTest.start(port: port)
+        defer { a.stop() }
+        let b = try ServerUnderTest.start(port: port + 1)
+        defer { b.stop() }
+        let users = try signIn(idleStreams / 5)
+        let idle = try idlePhase(a, users: users)
+        let group = Array(users.prefix(Self.group))
+        try preparePins(group)
+        let pokes = try await pokePhase(a, group: group)
+        let posts = try postPhase(group: group)
+        report(idle: idle, pokes: pokes, posts: posts)
+    }
+
+    /// Bench accounts `bench_live<i>`, registered once (the cluster outlives a run), signed in now.
+    func signIn(_ count: Int) throws -> [String] {
+        let connection = try BenchHTTPConnection(port: port)
+        return try (0..<count).map { index in
+            let name = "bench_live\(index)"
+            let register = try connection.send("POST", "/v1/auth/register", token: nil,
+                                               json: #"{"email":"\#(name)@example.org","username":"\#(name)","password":"\#(BenchAccount.password)"}"#)
+            let answer = register.status == 201 ? register
+                : try connection.send("POST", "/v1/auth/login", token: nil, json: #"{"login":"\#(name)","password":"\#(BenchAccount.password)"}"#)
+            guard let object = try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+                  let token = object["token"] as? String else { throw Shell.Failure(description: "\(name): \(answer.status) \(answer.body)") }
+            return token
+        }
+    }
+
+    struct Idle {
+        let streams: Int
+        let kibPerStream: Double
+        let cpuPercent: Double
+    }
+
+    /// Five streams for each user on one process, then half a minute of nothing (a heartbeat falls in it).
+    func idlePhase(_ server: ServerUnderTest, users: [String]) throws -> Idle {
+        let pid = server.process.processIdentifier
+        let before = residentKiB(pid)
+        let targets = users.flatMap { token in (0..<5).map { _ in EventsFleet.Target(port: port, path: "/v1/me/events", token: token) } }
+        let fleet = try EventsFleet(targets, watch: "sync")
+        defer { fleet.close() }
+        guard fleet.waitUntilOpen(timeout: 300) else { throw Shell.Failure(description: "not every stream opened") }
+        let after = residentKiB(pid)
+        let cpuBefore = ProcessCPU.seconds(pid, reaped: false)
+        Thread.sleep(forTimeInterval: 30)
+        let cpu = ProcessCPU.seconds(pid, reaped: false) - cpuBefore
+        print("  idle: \(fleet.count) streams, RSS \(before) → \(after) KiB, \(String(format: "%.2f", cpu)) s of CPU in 30 s")
+        return Idle(streams: fleet.count, kibPerStream: Double(after - before) / Double(fleet.count), cpuPercent: cpu / 30 * 100)
+    }
+
+    /// One meetup pin for each user of the group, at one place (made once).
+    func preparePins(_ group: [String]) throws {
+        let connection = try BenchHTTPConnection(port: port)
+        for token in group {
+            let pins = try connection.send("GET", "/v1/me/pins", token: token)
+            guard !pins.body.contains("\"id\"") else { continue }
+            let made = try connection.send("POST", "/v1/me/pins", token: token,
+                                           json: #"{"label":"bench","kind":"meetup","latitude":45.07,"longitude":7.68}"#)
+            guard made.status == 201 else { throw Shell.Failure(description: "pin: \(made.status) \(made.body)") }
+        }
+    }
+
+    /// Five streams per user of the group, alternating between the processes; each round one
+    /// statement changes every user's pin (200 notifications), timed from just before it.
+    func pokePhase(_ server: ServerUnderTest, group: [String]) async throws -> [Double] {
+        let targets = group.flatMap { token in
+            (0..<5).map { index in EventsFleet.Target(port: port + index % 2, path: "/v1/me/events", token: token) }
+        }
+        let fleet = try EventsFleet(targets, watch: "sync")
+        defer { fleet.close() }
+        guard fleet.waitUntilOpen(timeout: 60) else { throw Shell.Failure(description: "not every stream opened") }
+        let names = (0..<group.count).map { "bench_live\($0)" }
+        return try await server.withClients { client, _ in
+            var latencies: [Double] = []
+            for round in 0..<rounds {
+                let before = fleet.counts, started = ContinuousClock.now
+                try await client.query("""
+                    UPDATE pins SET label = \("round \(round)") WHERE owner_id IN (SELECT id FROM users WHERE username = ANY(\(names)))
+                    """)
+                latencies += fleet.arrivals(after: before, since: started, timeout: 10)
+            }
+            return latencies
+        }
+    }
+
+    /// Five live feeds per user of the group around the group's place, over both processes;
+    /// each round the first user posts there through the API.
+    func postPhase(group: [String]) throws -> [Double] {
+        let path = "/v1/posts/live?latitude=45.0&longitude=7.6&radius_km=50"
+        let targets = group.flatMap { token in (0..<5).map { index in EventsFleet.Target(port: port + index % 2, path: path, token: token) } }
+        let fleet = try EventsFleet(targets, watch: "post")
+        defer { fleet.close() }
+        let connection = try BenchHTTPConnection(port: port + 1)
+        var latencies: [Double] = []
+        guard fleet.waitUntilOpen(timeout: 60) else { throw Shell.Failure(description: "not every feed opened") }
+        for round in 0..<rounds {
+            let before = fleet.counts, started = ContinuousClock.now
+            let posted = try connection.send("POST", "/v1/posts", token: group[0],
+                                             json: #"{"kind":"offer","body":"Bench post \#(round) \#(UUID().uuidString)"}"#)
+            guard posted.status == 201 else { throw Shell.Failure(description: "post: \(posted.status) \(posted.body)") }
+            latencies += fleet.arrivals(after: before, since: started, timeout: 10)
+        }
+        return latencies
+    }
+
+    func residentKiB(_ pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    func report(idle: Idle, pokes: [Double], posts: [Double]) {
+        let poke = Percentiles(pokes), post = Percentiles(posts)
+        let expected = rounds * Self.group * 5
+        func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
+        print("""
+
+            events: live streams, two processes on one database
+              idle streams              \(idle.streams) on one process: \(String(format: "%.1f", idle.kibPerStream)) KiB RSS each \
+            (goal ≤ 20) \(verdict(idle.kibPerStream <= 20)); idle CPU \(String(format: "%.2f", idle.cpuPercent)) % of a core
+              commit → sync event       p50 \(String(format: "%.2f", poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5)), \
+            p99 \(String(format: "%.2f", poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(pokes.count) of \(expected) events
+              post → live feed event    p99 \(String(format: "%.2f", post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100)), \
+            p50 \(String(format: "%.2f", post.p50)) ms; \(posts.count) of \(expected) events
+            """)
+        BenchResults.save("events", [
+            ResultRow("RSS per idle stream (\(idle.streams) streams)", idle.kibPerStream, "KiB", reference: "goal 20 KiB",
+                      goal: "<= 20 KiB", met: idle.kibPerStream <= 20),
+            ResultRow("idle CPU of \(idle.streams) streams", idle.cpuPercent, "% of a core"),
+            ResultRow("commit to sync event p50 (1,000 streams, 2 processes)", poke.p50, "ms", reference: "goal 5 ms", goal: "<= 5 ms",
+                      met: poke.p50 <= 5 && pokes.count == expected),
+            ResultRow("commit to sync event p99", poke.p99, "ms", reference: "goal 50 ms", goal: "<= 50 ms", met: poke.p99 <= 50),
+            ResultRow("post to live feed event p99 (1,000 feeds)", post.p99, "ms", reference: "goal 100 ms", goal: "<= 100 ms",
+                      met: post.p99 <= 100 && posts.count == expected),
+        ])
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Many open event streams from this process, read by one thread polling them all, as thousands of phones
+/// would hold them. Each stream records when it last saw each event name, so a round can ask
+/// how long after a moment every stream heard of it.
+final class EventsFleet: @unchecked Sendable {
+    struct Target {
+        let port: Int
+        let path: String
+        let token: String
+    }
+
+    private var fds: [Int32] = []
+    /// Per stream: the latest arrival of the watched event, and a running count of them.
+    private let heard: Mutex<(at: [ContinuousClock.Instant?], count: [Int], answered: [Bool])>
+    private let watched: [UInt8]
+    private let stop = Atomic(false)
+    private var reader: Thread?
+
+    /// Opens every stream (one TCP connection each) and starts reading; `watch` is an event name.
+    init(_ targets: [Target], watch: String) throws {
+        watched = Array("event: \(watch)\n".utf8)
+        heard = Mutex((Array(repeating: nil, count: targets.count), Array(repeating: 0, count: targets.count),
+                       Array(repeating: false, count: targets.count)))
+        for target in targets { fds.append(try Self.open(target)) }
+        let thread = Thread { [unowned self] in self.read() }
+        thread.stackSize = 1 << 20
+        reader = thread
+        thread.start()
+    }
+
+    var count: Int { fds.count }
+
+    /// How many times each stream has heard the event.
+    var counts: [Int] { heard.withLock { $0.count } }
+
+    /// Waits until every stream has had its first bytes (the server registered it before any);
+    /// false if some had none within `timeout` seconds.
+    func waitUntilOpen(timeout: Double) -> Bool {
+        let end = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < end {
+            if heard.withLock({ $0.answered.allSatisfy { $0 } }) { return true }
+            usleep(1000)
+        }
+        return false
+    }
+
+    /// Waits until every stream's count passes `before` (or `timeout` seconds pass); then each
+    /// stream's latest arrival, in milliseconds after `since`.
+    func arrivals(after before: [Int], since: ContinuousClock.Instant, timeout: Double) -> [Double] {
+        let end = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < end {
+            let done = heard.withLock { state in zip(state.count, before).allSatisfy { $0 > $1 } }
+            if done { break }
+            usleep(500)
+        }
+        return heard.withLock { state in
+            zip(state.at, zip(state.count, before)).compactMap { at, counts in
+                counts.0 > counts.1 ? at.map { ($0 - since).milliseconds } : nil
+            }
+        }
+    }
+
+    func close() {
+        stop.store(true, ordering: .relaxed)
+        reader.map { _ in usleep(200_000) }  // the reader's last poll ends before its descriptors close
+        for fd in fds { Glibc.close(fd) }
+    }
+
+    private static func open(_ target: Target) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Shell.Failure(description: "socket() failed: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(target.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            throw Shell.Failure(description: "cannot connect to 127.0.0.1:\(target.port): errno \(errno)")
+        }
+        let request = Array("GET \(target.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(target.token)\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+            throw Shell.Failure(description: "send failed")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        return fd
+    }
+
+    private func read() {
+        var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var answered = [Bool](repeating: false, count: fds.count)
+        while !stop.load(ordering: .relaxed) {
+            let ready = poll(&polled, nfds_t(polled.count), 100)
+            guard ready > 0 else { continue }
+            let now = ContinuousClock.now
+            for index in polled.indices where polled[index].revents != 0 {
+                polled[index].revents = 0
+                while true {
+                    let count = buffer.withUnsafeMutableBytes { recv(fds[index], $0.baseAddress, $0.count, 0) }
+                    guard count > 0 else {
+                        if count == 0 { polled[index].fd = -1 }  // closed by the server: poll no more
+                        break
+                    }
+                    if !answered[index] {
+                        answered[index] = true
+                        heard.withLock { $0.answered[index] = true }
+                    }
+                    let seen = Self.occurrences(of: watched, in: buffer.prefix(count))
+                    if seen > 0 { heard.withLock { $0.at[index] = now; $0.count[index] += seen } }
+                }
+            }
+        }
+    }
+
+    /// Event lines are written whole in one chunk, so a marker never straddles two reads.
+    private static func occurrences(of marker: [UInt8], in bytes: ArraySlice<UInt8>) -> Int {
+        guard bytes.count >= marker.count, let first = marker.first else { return 0 }
+        var found = 0
+        var index = bytes.startIndex
+        let last = bytes.endIndex - marker.count
+        while index <= last {
+            if bytes[index] == first, bytes[index..<(index + marker.count)].elementsEqual(marker) {
+                found += 1
+                index += marker.count
+            } else {
+                index += 1
+            }
+        }
+        return found
+    }
+}
