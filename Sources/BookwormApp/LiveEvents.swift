@@ -64,6 +64,7 @@ struct LiveEvents: Service {
             let batch = await inbox.next(retryingSoon: !pending.isEmpty)
             do {
                 try await handle(batch, pending: &pending)
+                await Task.yield()
             } catch {
                 // A database that cannot answer now: every stream pulls once it is back.
                 logger.warning("live events: a batch failed", metadata: ["error": .string("\(error)")])
@@ -125,7 +126,7 @@ struct LiveEvents: Service {
     private func fanOut(_ ids: [UUID]) async throws {
         let feeds = streams.postStreams
         for post in try await posts.shown(ids) {
-            var seen: [(LiveStream, PostView)] = []
+            var seen: [(LiveStream, (shownKm: Double, view: PostView))] = []
             for stream in feeds {
                 guard case .posts(let latitude, let longitude, let radius) = stream.topic,
                       let view = post.seen(from: GeoPoint(latitude: latitude, longitude: longitude), radiusKm: radius) else { continue }
@@ -133,9 +134,12 @@ struct LiveEvents: Service {
             }
             guard !seen.isEmpty else { continue }
             let blocked = try await posts.blocked(author: post.authorID, viewers: Array(Set(seen.map(\.0.userID))))
-            for (stream, view) in seen where !blocked.contains(stream.userID) {
-                let data = String(decoding: try JSONEncoder.api.encode(view), as: UTF8.self)
-                stream.send(ServerSentEvent(event: "post", data: data))
+            // Viewers differ only in the distance, shown to 0.1 km: one event per distance shown.
+            var events: [Double: ServerSentEvent] = [:]
+            for (stream, (shown, view)) in seen where !blocked.contains(stream.userID) {
+                let event = try events[shown] ?? ServerSentEvent(event: "post", data: String(decoding: JSONEncoder.api.encode(view), as: UTF8.self))
+                events[shown] = event
+                stream.send(event)
             }
         }
     }
@@ -166,15 +170,18 @@ final class LiveInbox: Sendable {
         var wasListening = false
         /// Set by the retry timer: the next wait returns even with nothing queued.
         var kicked = false
+        /// How many of `batch.notifications` are taken already.
+        var head = 0
         var waiter: CheckedContinuation<Void, Never>?
     }
 
     static let limit = 100_000
+    static let batchLimit = 256
     private let state = Mutex(State())
 
     func add(_ channel: String, _ payload: String) {
         wake { state in
-            if state.batch.notifications.count < Self.limit {
+            if state.batch.notifications.count - state.head < Self.limit {
                 state.batch.notifications.append((channel, payload))
             } else {
                 state.batch.resync = true
@@ -211,12 +218,26 @@ final class LiveInbox: Sendable {
         } : nil
         defer { timer?.cancel() }
         await waitForAny()
+        // At most `batchLimit` at a time: what one batch queues for a stream is written out
+        // before the next adds to it, so a burst to one user stays within its stream's budget.
         return state.withLock { state in
-            defer {
-                state.batch = Batch()
-                state.kicked = false
+            state.kicked = false
+            let queued = state.batch.notifications
+            guard queued.count - state.head > Self.batchLimit else {
+                defer {
+                    state.batch = Batch()
+                    state.head = 0
+                }
+                return Batch(notifications: Array(queued[state.head...]), resync: state.batch.resync)
             }
-            return state.batch
+            let taken = Batch(notifications: Array(queued[state.head..<(state.head + Self.batchLimit)]), resync: state.batch.resync)
+            state.head += Self.batchLimit
+            if state.head >= 4096 {
+                state.batch.notifications.removeFirst(state.head)
+                state.head = 0
+            }
+            state.batch.resync = false
+            return taken
         }
     }
 
@@ -224,7 +245,7 @@ final class LiveInbox: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let ready = state.withLock { state -> Bool in
-                    if !state.batch.notifications.isEmpty || state.batch.resync || state.kicked || Task.isCancelled { return true }
+                    if state.batch.notifications.count > state.head || state.batch.resync || state.kicked || Task.isCancelled { return true }
                     state.waiter = continuation
                     return false
                 }

@@ -26,14 +26,34 @@ final class EventsFleet: @unchecked Sendable {
         watched = Array("event: \(watch)\n".utf8)
         heard = Mutex((Array(repeating: nil, count: targets.count), Array(repeating: 0, count: targets.count),
                        Array(repeating: false, count: targets.count)))
-        for target in targets { fds.append(try Self.open(target)) }
+        // In batches, each answered before the next opens, as phones arrive over time: ten
+        // thousand requests at the same instant would measure the server's peak of work in
+        // flight (heap it keeps afterwards) rather than what an open stream holds.
+        for start in stride(from: 0, to: targets.count, by: Self.batch) {
+            let opened = try targets[start..<min(start + Self.batch, targets.count)].map { try Self.open($0) }
+            fds += opened
+            try Self.waitForFirstBytes(opened)
+        }
         let thread = Thread { [unowned self] in self.read() }
         thread.stackSize = 1 << 20
         reader = thread
         thread.start()
     }
 
+    static let batch = 500
+
     var count: Int { fds.count }
+
+    /// Polls (without reading) until every socket has something to read: its stream answered.
+    private static func waitForFirstBytes(_ sockets: [Int32]) throws {
+        var waiting = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let end = ContinuousClock.now + .seconds(120)
+        while !waiting.isEmpty {
+            guard ContinuousClock.now < end else { throw Shell.Failure(description: "\(waiting.count) streams never answered") }
+            _ = poll(&waiting, nfds_t(waiting.count), 100)
+            waiting.removeAll { $0.revents != 0 }
+        }
+    }
 
     /// How many times each stream has heard the event.
     var counts: [Int] { heard.withLock { $0.count } }
@@ -60,7 +80,8 @@ final class EventsFleet: @unchecked Sendable {
         }
         return heard.withLock { state in
             zip(state.at, zip(state.count, before)).compactMap { at, counts in
-                counts.0 > counts.1 ? at.map { ($0 - since).milliseconds } : nil
+                // An event may beat the COMMIT's answer to this process: that is no wait at all.
+                counts.0 > counts.1 ? at.map { max(0, ($0 - since).milliseconds) } : nil
             }
         }
     }

@@ -13,12 +13,13 @@ package struct LivePost: Sendable {
     let point: GeoPoint
 
     /// The post as a viewer at `origin` reads it in the nearby feed, when it lies within
-    /// `radiusKm`: the distance between public points, rounded as the feed rounds it.
-    package func seen(from origin: GeoPoint, radiusKm: Double) -> PostView? {
+    /// `radiusKm`, and the distance it shows (between public points, rounded as the feed rounds it).
+    package func seen(from origin: GeoPoint, radiusKm: Double) -> (shownKm: Double, view: PostView)? {
         let distance = Geo.distanceKm(origin, point)
         guard distance <= radiusKm else { return nil }
-        return PostView(id: view.id, kind: view.kind, body: view.body, author: view.author, book: view.book, copyID: view.copyID,
-                        createdAt: view.createdAt, distanceKm: distance, createdMicros: view.createdMicros)
+        return (Nearby.rounded(distance),
+                PostView(id: view.id, kind: view.kind, body: view.body, author: view.author, book: view.book, copyID: view.copyID,
+                         createdAt: view.createdAt, distanceKm: distance, createdMicros: view.createdMicros))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,6 +25,8 @@ final class EventStreamClient: @unchecked Sendable {
     private var raw: [UInt8] = []
     private var text = ""
     private(set) var ended = false
+    /// What `count` has counted so far, readable from another thread while it runs.
+    let counted = Atomic<Int>(0)
 
     init(port: Int, path: String, token: String, lastEventID: String? = nil, receiveBuffer: Int32? = nil, timeout: TimeInterval = 20) throws {
         socket = try RawSocket(port: port, receiveBuffer: receiveBuffer)
@@ -76,6 +79,39 @@ final class EventStreamClient: @unchecked Sendable {
             if event.event == name { return event }
         }
         return nil
+    }
+
+    /// Reads until `atLeast` events named `name` have come (or `timeout` passes, or the stream
+    /// ends), counting them in the raw bytes as they arrive, fast enough for a flood.
+    func count(_ name: String, atLeast: Int, timeout: TimeInterval) -> Int {
+        let marker = Array("event: \(name)\n".utf8)
+        var found = 0, carry: [UInt8] = []
+        let end = Date().addingTimeInterval(timeout)
+        while found < atLeast, !ended, end.timeIntervalSinceNow > 0 {
+            guard let bytes = Self.read(socket, timeout: end.timeIntervalSinceNow) else { break }
+            if bytes.isEmpty { ended = true }
+            let window = carry + bytes
+            // memchr and memcmp: a byte-by-byte scan in a debug build reads slower than the server writes.
+            window.withUnsafeBytes { haystack in
+                marker.withUnsafeBytes { needle in
+                    guard let base = haystack.baseAddress, let first = needle.first, let pattern = needle.baseAddress else { return }
+                    var offset = 0
+                    while offset + needle.count <= haystack.count,
+                          let hit = memchr(base + offset, Int32(first), haystack.count - offset - needle.count + 1) {
+                        let at = base.distance(to: UnsafeRawPointer(hit))
+                        if memcmp(base + at, pattern, needle.count) == 0 {
+                            found += 1
+                            counted.add(1, ordering: .relaxed)
+                            offset = at + needle.count
+                        } else {
+                            offset = at + 1
+                        }
+                    }
+                }
+            }
+            carry = Array(window.suffix(marker.count - 1))
+        }
+        return found
     }
 
     /// Whether the server ends the stream within `timeout` (what it sent meanwhile is read and dropped).

@@ -20,8 +20,12 @@ package final class LiveStream: Sendable {
     package let userID: UUID
     package let sessionID: UUID
     package let topic: Topic
-    /// Bytes queued at most; past it the stream is closed (a reader that does not drain).
+    /// Bytes queued while a write has waited on the client's socket for `stall`: past it, the
+    /// client is not reading and the stream is closed. A burst larger than this to a client
+    /// that reads is kept, up to `cap`, whatever happens.
     static let budget = 64 * 1024
+    static let cap = 256 * 1024
+    static let stall = Duration.seconds(1)
 
     private struct State {
         var queued: [ByteBuffer] = []
@@ -82,7 +86,8 @@ package final class LiveStream: Sendable {
                 state.queued.append(bytes)
                 state.queuedBytes += bytes.readableBytes
             }
-            if state.queuedBytes > Self.budget {
+            let stalled = state.writingSince.map { ContinuousClock.now - $0 > Self.stall } ?? false
+            if state.queuedBytes > Self.cap || (state.queuedBytes > Self.budget && stalled) {
                 overBudget = true
                 return nil
             }
@@ -151,13 +156,18 @@ package struct ServerSentEvent: Sendable {
         if let id { text += "id: \(Self.oneLine(id))\n" }
         if let event { text += "event: \(Self.oneLine(event))\n" }
         if let data {
-            for line in data.split(separator: "\n", omittingEmptySubsequences: false) { text += "data: \(line)\n" }
+            // JSON, the usual data, has no line break: one line, without splitting it.
+            if data.utf8.contains(where: { $0 == 10 || $0 == 13 }) {
+                for line in data.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) { text += "data: \(line)\n" }
+            } else {
+                text += "data: \(data)\n"
+            }
         }
         bytes = ByteBuffer(string: text + "\n")
     }
 
     private static func oneLine(_ text: String) -> String {
-        String(text.filter { $0 != "\n" && $0 != "\r" })
+        text.utf8.contains(where: { $0 == 10 || $0 == 13 }) ? String(text.filter { !$0.isNewline }) : text
     }
 
     /// `{"token": …}`-style data: a JSON object of string fields.
