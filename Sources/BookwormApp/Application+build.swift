@@ -223,7 +223,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                          trades: trades, readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    let live = addLiveRoutes(authenticated: authenticated, config: config, client: client, reads: reads, sessions: sessions,
+    let live = addLiveRoutes(authenticated: authenticated, config: config, client: client, sessions: sessions,
                              sessionChanges: SessionChanges(client: client, cache: sessionCache, logger: logger), logger: logger)
     return (router, live)
 }

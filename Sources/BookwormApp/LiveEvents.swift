@@ -11,16 +11,17 @@ import Synchronization
 
 /// The two event streams (API.md, Live updates) and the services behind them: the listener and
 /// its fan-out, and the heartbeat.
-func addLiveRoutes(authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, reads: Database,
-                   sessions: SessionStore, sessionChanges: SessionChanges, logger: Logger) -> [any Service] {
-    let streams = LiveStreams(settings: config.live)
+func addLiveRoutes(authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, sessions: SessionStore,
+                   sessionChanges: SessionChanges, logger: Logger) -> [any Service] {
+    let streams = LiveStreams(settings: config.live) { sessionID in try await sessions.stillLive([sessionID]).contains(sessionID) }
     let sync = SyncStore(client: client, logger: logger)
     let events = LiveEvents(client: client, streams: streams, sessions: sessions, sessionChanges: sessionChanges, sync: sync,
                             posts: LivePostsStore(client: client, logger: logger), logger: logger)
     let inbox = events.inbox
     EventsRoutes(streams: streams, sync: sync) { user, xid in inbox.add(LiveNotice.channel, "s \(user.apiString) \(xid)") }
         .addRoutes(authenticated: authenticated)
-    LivePostsRoutes(streams: streams, store: LivePostsStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
+    // The primary's clock, which stamps posts, places the feed's cursor.
+    LivePostsRoutes(streams: streams, store: LivePostsStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     return [events, LiveHeartbeat(streams: streams, logger: logger) { await events.recheckSessions(of: nil) }]
 }
 
@@ -60,10 +61,16 @@ struct LiveEvents: Service {
     /// Takes what the listener queued, batch by batch, until cancelled.
     private func dispatch() async {
         var pending: [UUID: UInt64] = [:]
+        // While pokes wait for an older transaction to end, the horizon is read again after
+        // this long, doubling up to a second while it stays stuck.
+        var retry = Duration.milliseconds(20)
         while !Task.isCancelled {
-            let batch = await inbox.next(retryingSoon: !pending.isEmpty)
+            let waited = pending.count
+            let batch = await inbox.next(retryAfter: pending.isEmpty ? nil : retry)
             do {
                 try await handle(batch, pending: &pending)
+                retry = pending.isEmpty || pending.count < waited ? .milliseconds(20) : min(retry * 2, .seconds(1))
+                // Lets the streams' writers run between batches (two cores, many writers).
                 await Task.yield()
             } catch {
                 // A database that cannot answer now: every stream pulls once it is back.
@@ -76,6 +83,8 @@ struct LiveEvents: Service {
 
     private func handle(_ batch: LiveInbox.Batch, pending: inout [UUID: UInt64]) async throws {
         if batch.resync {
+            // Every stream pulls now, which covers whatever was waiting for the horizon too.
+            pending = [:]
             for stream in streams.all { stream.send(ServerSentEvent(event: "resync", data: "{}")) }
             await recheckSessions(of: nil)
         }
@@ -93,14 +102,22 @@ struct LiveEvents: Service {
                     pending[user] = max(pending[user] ?? 0, xid)
                 }
             case "p":
-                if let id = UUID(uuidString: String(text.dropFirst(2))), !streams.postStreams.isEmpty { postIDs.append(id) }
+                if let id = UUID(uuidString: String(text.dropFirst(2))), streams.hasPostStreams { postIDs.append(id) }
             case "n":
                 if let notice = LiveNotice(payload: text) { tell(notice) }
             default: break
             }
         }
         if !sessionUsers.isEmpty { await recheckSessions(of: sessionUsers) }
-        if !postIDs.isEmpty { try await fanOut(postIDs) }
+        if !postIDs.isEmpty {
+            do {
+                try await fanOut(postIDs)
+            } catch {
+                // Only the live feeds missed something: they page the ordinary feed again.
+                logger.warning("live events: posts could not be sent", metadata: ["error": .string("\(error)")])
+                for stream in streams.postStreams { stream.send(ServerSentEvent(event: "resync", data: "{}")) }
+            }
+        }
         if !pending.isEmpty { try await poke(&pending) }
     }
 
@@ -167,7 +184,6 @@ final class LiveInbox: Sendable {
 
     private struct State {
         var batch = Batch()
-        var wasListening = false
         /// Set by the retry timer: the next wait returns even with nothing queued.
         var kicked = false
         /// How many of `batch.notifications` are taken already.
@@ -189,12 +205,10 @@ final class LiveInbox: Sendable {
         }
     }
 
-    /// A listener that is back after a drop may have missed anything: every stream pulls.
+    /// A listener that starts hearing may have missed anything before (a stream can open before
+    /// the first `LISTEN`, or while it reconnects): every stream pulls.
     func listening(_ listening: Bool) {
-        wake { state in
-            if listening, state.wasListening { state.batch.resync = true }
-            if listening { state.wasListening = true }
-        }
+        if listening { wake { $0.batch.resync = true } }
     }
 
     func missedSome() {
@@ -210,16 +224,19 @@ final class LiveInbox: Sendable {
         waiter?.resume()
     }
 
-    /// The next batch, once there is one; with `retryingSoon`, after 20 ms at most even if empty.
-    func next(retryingSoon: Bool) async -> Batch {
-        let timer = retryingSoon ? Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(20))
-            self?.wake { $0.kicked = true }
-        } : nil
+    /// The next batch, once there is one; with `retryAfter`, after that long at most even if empty.
+    func next(retryAfter: Duration?) async -> Batch {
+        let timer = retryAfter.map { delay in
+            Task { [weak self] in
+                // Cancelled (a batch came first): no kick, or the next wait would end at once.
+                guard (try? await Task.sleep(for: delay)) != nil else { return }
+                self?.wake { $0.kicked = true }
+            }
+        }
         defer { timer?.cancel() }
         await waitForAny()
-        // At most `batchLimit` at a time: what one batch queues for a stream is written out
-        // before the next adds to it, so a burst to one user stays within its stream's budget.
+        // At most `batchLimit` at a time, so that what one batch queues for a stream stays small
+        // and the stream's writer gets a turn before the next batch adds to it.
         return state.withLock { state in
             state.kicked = false
             let queued = state.batch.notifications

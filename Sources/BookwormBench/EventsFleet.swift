@@ -118,6 +118,8 @@ final class EventsFleet: @unchecked Sendable {
         var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         var buffer = [UInt8](repeating: 0, count: 65536)
         var answered = [Bool](repeating: false, count: fds.count)
+        // The last bytes of each stream's previous read: a marker may straddle two reads.
+        var carry = [[UInt8]](repeating: [], count: fds.count)
         while !stop.load(ordering: .relaxed) {
             let ready = poll(&polled, nfds_t(polled.count), 100)
             guard ready > 0 else { continue }
@@ -134,14 +136,15 @@ final class EventsFleet: @unchecked Sendable {
                         answered[index] = true
                         heard.withLock { $0.answered[index] = true }
                     }
-                    let seen = Self.occurrences(of: watched, in: buffer.prefix(count))
+                    let window = carry[index] + buffer.prefix(count)
+                    carry[index] = Array(window.suffix(watched.count - 1))
+                    let seen = Self.occurrences(of: watched, in: window[...])
                     if seen > 0 { heard.withLock { $0.at[index] = now; $0.count[index] += seen } }
                 }
             }
         }
     }
 
-    /// Event lines are written whole in one chunk, so a marker never straddles two reads.
     private static func occurrences(of marker: [UInt8], in bytes: ArraySlice<UInt8>) -> Int {
         guard bytes.count >= marker.count, let first = marker.first else { return 0 }
         var found = 0

@@ -32,7 +32,7 @@ package struct EventsRoutes: Sendable {
         let after = request.headers[Self.lastEventID].flatMap { try? SyncToken(encoded: $0) }
         // Registered first: whatever is notified from now on reaches it; what came before is
         // found by `resume`.
-        let stream = try streams.open(userID: session.user.id, sessionID: session.sessionID, topic: .mine, context: context)
+        let stream = try await streams.open(userID: session.user.id, sessionID: session.sessionID, topic: .mine, context: context)
         do {
             let (position, changed, waiting) = try await sync.resume(user: session.user.id, after: after)
             let token = position.encoded

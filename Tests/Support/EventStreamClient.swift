@@ -56,6 +56,14 @@ final class EventStreamClient: @unchecked Sendable {
 
     /// The next event (comments included when `comments`), or nil when none came within
     /// `timeout` or the stream ended.
+    func next(timeout: TimeInterval = 20, comments: Bool = false, skipping skipped: String) -> ReceivedEvent? {
+        let end = Date().addingTimeInterval(timeout)
+        while let event = next(timeout: max(0, end.timeIntervalSinceNow), comments: comments) {
+            if event.event != skipped { return event }
+        }
+        return nil
+    }
+
     func next(timeout: TimeInterval = 20, comments: Bool = false) -> ReceivedEvent? {
         let end = Date().addingTimeInterval(timeout)
         while true {

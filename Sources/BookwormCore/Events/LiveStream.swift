@@ -127,19 +127,24 @@ package final class LiveStream: Sendable {
     }
 
     /// The response's body: everything queued, as it comes, until the stream closes or the
-    /// client goes. The server's graceful shutdown ends it with `bye`.
+    /// client goes. The server's graceful shutdown ends it with `bye` (at once when the client
+    /// is not reading: a `bye` queued behind a full socket would hold the shutdown up), and a
+    /// cancelled task ends it too.
     func write(to writer: inout any ResponseBodyWriter) async throws {
-        let channel = channel
-        channel.closeFuture.whenComplete { [weak self] _ in self?.drop() }
-        try await withGracefulShutdownHandler {
-            while let buffers = await next() {
-                state.withLock { $0.writingSince = .now }
-                try await writer.write(contentsOf: buffers)
-                state.withLock { $0.writingSince = nil }
+        try await withTaskCancellationHandler {
+            try await withGracefulShutdownHandler {
+                while let buffers = await next() {
+                    state.withLock { $0.writingSince = .now }
+                    try await writer.write(contentsOf: buffers)
+                    state.withLock { $0.writingSince = nil }
+                }
+                try await writer.finish(nil)
+            } onGracefulShutdown: { [weak self] in
+                guard let self else { return }
+                if state.withLock({ $0.writingSince != nil }) { drop() } else { close(with: ServerSentEvent(event: "bye", data: "{}")) }
             }
-            try await writer.finish(nil)
-        } onGracefulShutdown: { [weak self] in
-            self?.close(with: ServerSentEvent(event: "bye", data: "{}"))
+        } onCancel: { [weak self] in
+            self?.drop()
         }
     }
 }

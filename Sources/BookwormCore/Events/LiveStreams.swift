@@ -20,6 +20,8 @@ package final class LiveStreams: Sendable {
     }
 
     package let settings: Settings
+    /// Whether a session is still live (the database's word, not a cache's).
+    let sessionIsLive: @Sendable (UUID) async throws -> Bool
     private struct State {
         var byID: [UInt64: LiveStream] = [:]
         var byUser: [UUID: [LiveStream]] = [:]
@@ -29,28 +31,52 @@ package final class LiveStreams: Sendable {
     private let state = Mutex(State())
     private let gauge = Gauge(label: "bookworm_live_streams")
 
-    package init(settings: Settings) {
+    package init(settings: Settings, sessionIsLive: @escaping @Sendable (UUID) async throws -> Bool) {
         self.settings = settings
+        self.sessionIsLive = sessionIsLive
     }
 
     /// A new stream for the request's connection, registered before anything is read for it,
-    /// so no notification that arrives meanwhile is missed.
-    package func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) throws -> LiveStream {
+    /// so no notification that arrives meanwhile is missed. It leaves the registry when its
+    /// connection closes, whether or not its response was ever written.
+    /// A session revoked just before its stream registered was told to no stream: it is
+    /// checked once more after registering (every revocation after that reaches the stream).
+    package func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) async throws -> LiveStream {
+        let stream = try register(userID: userID, sessionID: sessionID, topic: topic, context: context)
+        do {
+            guard try await sessionIsLive(sessionID) else {
+                throw AppError.unauthorized(code: "invalid_token", detail: "The token is unknown, expired or revoked")
+            }
+        } catch {
+            remove(stream)
+            throw error
+        }
+        return stream
+    }
+
+    private func register(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) throws -> LiveStream {
         var evicted: LiveStream?
         let stream = try state.withLock { state -> LiveStream in
-            guard state.byID.count < settings.maxStreams else { throw AppError.overloaded(retryAfterSeconds: 5) }
-            state.nextID += 1
-            let stream = LiveStream(id: state.nextID, userID: userID, sessionID: sessionID, topic: topic, channel: context.channel)
             var mine = state.byUser[userID, default: []]
-            if mine.count >= settings.perUser {
+            // The user's oldest goes first, so a user at the limit on a full process still gets in.
+            let evicting = mine.count >= settings.perUser
+            guard state.byID.count - (evicting ? 1 : 0) < settings.maxStreams else { throw AppError.overloaded(retryAfterSeconds: 5) }
+            if evicting {
                 evicted = mine.removeFirst()
                 if let evicted { Self.forget(evicted, in: &state) }
             }
+            state.nextID += 1
+            let stream = LiveStream(id: state.nextID, userID: userID, sessionID: sessionID, topic: topic, channel: context.channel)
             mine.append(stream)
             state.byUser[userID] = mine
             state.byID[stream.id] = stream
             if case .posts = topic { state.postStreams[stream.id] = stream }
             return stream
+        }
+        context.channel.closeFuture.whenComplete { [weak self, weak stream] _ in
+            guard let stream else { return }
+            stream.drop()
+            self?.remove(stream)
         }
         evicted?.close(with: ServerSentEvent(event: "bye", data: ServerSentEvent.json(["reason": "too_many_streams"])))
         gauge.record(count)
@@ -87,6 +113,8 @@ package final class LiveStreams: Sendable {
     }
 
     package var postStreams: [LiveStream] { state.withLock { Array($0.postStreams.values) } }
+
+    package var hasPostStreams: Bool { state.withLock { !$0.postStreams.isEmpty } }
 
     package var all: [LiveStream] { state.withLock { Array($0.byID.values) } }
 

@@ -3,7 +3,6 @@ import BookwormCore
 import Foundation
 import Logging
 import Places
-import Hummingbird
 import PostgresNIO
 
 /// A new post as the live nearby feeds send it: its feed view and the public point it is at.
@@ -41,6 +40,7 @@ package struct LivePostsStore: Sendable {
             SELECT \(unescaped: PostsStore.columns), po.author_id, po.public_latitude, po.public_longitude
             \(unescaped: PostsStore.joins)
             WHERE po.id = ANY(\(ids)) AND po.cell IS NOT NULL AND \(unescaped: Visibility.shown("po", owner: "author_id"))
+            ORDER BY po.created_at, po.id
             """, logger: logger)
         var posts: [LivePost] = []
         for try await row in rows {
@@ -71,40 +71,5 @@ package struct LivePostsStore: Sendable {
         let rows = try await client.query("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::int8 + 1", logger: logger)
         guard let micros = try rows.rows.first?.decode(Int64.self) else { throw AppError.unavailable("no database clock") }
         return Cursor(micros: micros, id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
-    }
-}
-
-/// `GET /v1/posts/live?latitude=&longitude=&radius_km=` (signed in, as the nearby feed is):
-/// new posts within the radius as they are written. The first event, `ready`, carries the
-/// cursor from which `GET /v1/posts` pages what was written before.
-package struct LivePostsRoutes: Sendable {
-    let streams: LiveStreams
-    let store: LivePostsStore
-
-    package init(streams: LiveStreams, store: LivePostsStore) {
-        self.streams = streams
-        self.store = store
-    }
-
-    package func addRoutes(authenticated: RouterGroup<AppRequestContext>) {
-        authenticated.get("posts/live", use: live)
-    }
-
-    @Sendable func live(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let session = try context.requireSession()
-        guard let area = try PostsRoutes.area(request) else {
-            throw AppError.validation([FieldError("latitude", "is required"), FieldError("longitude", "is required")])
-        }
-        guard request.method != .head else { return LiveStreams.headResponse }
-        let topic = LiveStream.Topic.posts(latitude: area.origin.latitude, longitude: area.origin.longitude, radiusKm: area.radiusKm)
-        let stream = try streams.open(userID: session.user.id, sessionID: session.sessionID, topic: topic, context: context)
-        do {
-            let cursor = try await store.cursorAboveNow().encoded
-            stream.send(ServerSentEvent(event: "ready", data: ServerSentEvent.json(["cursor": cursor]), retryMilliseconds: 3000))
-        } catch {
-            streams.remove(stream)
-            throw error
-        }
-        return streams.response(stream)
     }
 }
