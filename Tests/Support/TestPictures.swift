@@ -1,4 +1,5 @@
 import Foundation
+import BookwormCore
 
 /// Real pictures for the photo tests, made with libvips' own command (`vips`, from
 /// libvips-tools) and with metadata written into them byte by byte, as a phone would.
@@ -92,21 +93,16 @@ package enum TestPictures {
 
     package static func tool(_ arguments: String...) throws -> String { try tool(arguments) }
 
+    /// Through `ChildProcess` (posix_spawn), not Foundation's `Process`: its `run()` on Linux
+    /// reads past a buffer while listing `/proc/self/fd` and crashed the whole test run in
+    /// `make test` (swiftlang/swift-corelibs-foundation#5472, fixed after Swift 6.3.1).
+    /// Standard error comes with the output; libvips' tools write nothing there when they succeed.
     package static func tool(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let pipe = Pipe(), errors = Pipe()
-        process.standardOutput = pipe
-        process.standardError = errors
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(arguments.joined(separator: " ")): \(String(decoding: message, as: UTF8.self)) (libvips-tools comes with `make deps`)")
+        let result = try ChildProcess.run("/usr/bin/env", arguments)
+        guard result.status == 0 else {
+            throw TestFailure("\(arguments.joined(separator: " ")): \(result.output) (libvips-tools comes with `make deps`)")
         }
-        return String(decoding: output, as: UTF8.self)
+        return result.output
     }
 
     private static func temporary(_ data: Data, ext: String) throws -> String {
