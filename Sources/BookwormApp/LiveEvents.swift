@@ -70,8 +70,6 @@ struct LiveEvents: Service {
             do {
                 try await handle(batch, pending: &pending)
                 retry = pending.isEmpty || pending.count < waited ? .milliseconds(20) : min(retry * 2, .seconds(1))
-                // Lets the streams' writers run between batches (two cores, many writers).
-                await Task.yield()
             } catch {
                 // A database that cannot answer now: every stream pulls once it is back.
                 logger.warning("live events: a batch failed", metadata: ["error": .string("\(error)")])
@@ -235,8 +233,8 @@ final class LiveInbox: Sendable {
         }
         defer { timer?.cancel() }
         await waitForAny()
-        // At most `batchLimit` at a time, so that what one batch queues for a stream stays small
-        // and the stream's writer gets a turn before the next batch adds to it.
+        // At most `batchLimit` at a time, so that what one batch queues for a stream stays well
+        // within its budget while its writer, on the connection's event loop, drains it.
         return state.withLock { state in
             state.kicked = false
             let queued = state.batch.notifications
