@@ -70,25 +70,21 @@ package struct SessionStore: Sendable {
 
     /// Which of `sessionIDs` are still live (not revoked or expired, their user not suspended);
     /// those are used now, as a request would use them: a stream open for hours keeps its session.
+    /// The same conditions and touch as a request's lookup (`SessionLookupSQL.live`).
     package func stillLive(_ sessionIDs: [UUID]) async throws -> Set<UUID> {
         guard !sessionIDs.isEmpty else { return [] }
-        let now = clock.now()
-        let rows = try await client.query("""
-            WITH live AS (
-                SELECT s.id, s.last_used_at FROM sessions s JOIN users u ON u.id = s.user_id AND u.suspended_at IS NULL
-                WHERE s.id = ANY(\(sessionIDs)) AND s.revoked_at IS NULL
-                  AND s.idle_expires_at > \(now) AND s.absolute_expires_at > \(now)
-            ), touched AS (
-                UPDATE sessions t SET last_used_at = \(now),
-                    idle_expires_at = LEAST(\(now) + make_interval(secs => \(policy.idleTimeout)), t.absolute_expires_at)
-                FROM live WHERE t.id = live.id AND live.last_used_at < \(now) - make_interval(secs => \(Self.touchInterval))
-            )
-            SELECT id FROM live
-            """, logger: logger)
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(sessionIDs)
+        bindings.append(policy.idleTimeout)
+        bindings.append(Self.touchInterval)
+        bindings.append(clock.now())
+        let rows = try await client.query(PostgresQuery(unsafeSQL: Self.stillLiveSQL, binds: bindings), logger: logger)
         var live: Set<UUID> = []
         for try await id in rows.decode(UUID.self) { live.insert(id) }
         return live
     }
+
+    static let stillLiveSQL = SessionLookupSQL.live(matching: "s.id = ANY($1)", select: "live.id")
 
     /// After this process changed the user's row: its kept sessions carry the old one. The
     /// trigger's notification would drop them too, but maybe after the response, and the
@@ -129,19 +125,25 @@ package struct SessionStore: Sendable {
 /// `touchInterval`. Every signed-in request runs it, so it is prepared (see `PreparedSQL`).
 struct SessionLookupSQL: PostgresPreparedStatement {
     static let name = "bookworm_session_lookup"
-    static let sql = """
+    static let sql = live(matching: "s.token_hash = $1", select: "live.id, \(AccountsStore.userColumns), live.expires_at")
+
+    /// The sessions `matching` that are live at $4, their idle expiry pushed forward ($2 seconds)
+    /// when last used more than $3 seconds ago, with their user, who must not be suspended.
+    static func live(matching: String, select: String) -> String {
+        """
         WITH live AS (
             SELECT s.id, s.user_id, s.last_used_at, LEAST(s.idle_expires_at, s.absolute_expires_at) AS expires_at FROM sessions s
-            WHERE s.token_hash = $1 AND s.revoked_at IS NULL
+            WHERE \(matching) AND s.revoked_at IS NULL
               AND s.idle_expires_at > $4 AND s.absolute_expires_at > $4
         ), touched AS (
             UPDATE sessions t SET last_used_at = $4,
                 idle_expires_at = LEAST($4 + make_interval(secs => $2), t.absolute_expires_at)
             FROM live WHERE t.id = live.id AND live.last_used_at < $4 - make_interval(secs => $3)
         )
-        SELECT live.id, \(AccountsStore.userColumns), live.expires_at
+        SELECT \(select)
         FROM live JOIN users u ON u.id = live.user_id AND u.suspended_at IS NULL
         """
+    }
     typealias Row = (UUID, UUID, String, String, String?, String?, String?, Date?, Date, String, Date?, Date)
 
     let tokenHash: ByteBuffer

@@ -15,13 +15,14 @@ func addLiveRoutes(authenticated: RouterGroup<AppRequestContext>, config: Config
                    sessionChanges: SessionChanges, logger: Logger) -> [any Service] {
     let streams = LiveStreams(settings: config.live) { sessionID in try await sessions.stillLive([sessionID]).contains(sessionID) }
     let sync = SyncStore(client: client, logger: logger)
+    let posts = LivePostsStore(client: client, logger: logger)
     let events = LiveEvents(client: client, streams: streams, sessions: sessions, sessionChanges: sessionChanges, sync: sync,
-                            posts: LivePostsStore(client: client, logger: logger), logger: logger)
+                            posts: posts, logger: logger)
     let inbox = events.inbox
     EventsRoutes(streams: streams, sync: sync) { user, xid in inbox.add(LiveNotice.channel, "s \(user.apiString) \(xid)") }
         .addRoutes(authenticated: authenticated)
-    // The primary's clock, which stamps posts, places the feed's cursor.
-    LivePostsRoutes(streams: streams, store: LivePostsStore(client: client, logger: logger)).addRoutes(authenticated: authenticated)
+    // On the primary: its clock, which stamps posts, places the feed's cursor.
+    LivePostsRoutes(streams: streams, store: posts).addRoutes(authenticated: authenticated)
     return [events, LiveHeartbeat(streams: streams, logger: logger) { await events.recheckSessions(of: nil) }]
 }
 
@@ -83,7 +84,7 @@ struct LiveEvents: Service {
         if batch.resync {
             // Every stream pulls now, which covers whatever was waiting for the horizon too.
             pending = [:]
-            for stream in streams.all { stream.send(ServerSentEvent(event: "resync", data: "{}")) }
+            for stream in streams.all { stream.send(.resync) }
             await recheckSessions(of: nil)
         }
         var sessionUsers: Set<UUID> = [], postIDs: [UUID] = []
@@ -113,7 +114,7 @@ struct LiveEvents: Service {
             } catch {
                 // Only the live feeds missed something: they page the ordinary feed again.
                 logger.warning("live events: posts could not be sent", metadata: ["error": .string("\(error)")])
-                for stream in streams.postStreams { stream.send(ServerSentEvent(event: "resync", data: "{}")) }
+                for stream in streams.postStreams { stream.send(.resync) }
             }
         }
         if !pending.isEmpty { try await poke(&pending) }

@@ -19,20 +19,13 @@ package struct LivePostsRoutes: Sendable {
     }
 
     @Sendable func live(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let session = try context.requireSession()
+        _ = try context.requireSession()
         guard let area = try PostsRoutes.area(request) else {
             throw AppError.validation([FieldError("latitude", "is required"), FieldError("longitude", "is required")])
         }
-        guard request.method != .head else { return LiveStreams.headResponse }
         let topic = LiveStream.Topic.posts(latitude: area.origin.latitude, longitude: area.origin.longitude, radiusKm: area.radiusKm)
-        let stream = try await streams.open(userID: session.user.id, sessionID: session.sessionID, topic: topic, context: context)
-        do {
-            let cursor = try await store.cursorAboveNow().encoded
-            stream.send(ServerSentEvent(event: "ready", data: ServerSentEvent.json(["cursor": cursor]), retryMilliseconds: 3000))
-        } catch {
-            streams.remove(stream)
-            throw error
+        return try await streams.serve(topic, request, context: context) { _ in
+            ServerSentEvent(event: "ready", data: ServerSentEvent.json(["cursor": try await store.cursorAboveNow().encoded]), retryMilliseconds: 3000)
         }
-        return streams.response(stream)
     }
 }

@@ -25,25 +25,18 @@ package struct EventsRoutes: Sendable {
     static let lastEventID = HTTPField.Name("Last-Event-ID")!
 
     @Sendable func events(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let session = try context.requireSession()
-        guard request.method != .head else { return LiveStreams.headResponse }
         // Not a token of ours (a browser's id of another event, a token of a restored
         // database): the stream starts with a poke, as without one.
         let after = request.headers[Self.lastEventID].flatMap { try? SyncToken(encoded: $0) }
         // Registered first: whatever is notified from now on reaches it; what came before is
         // found by `resume`.
-        let stream = try await streams.open(userID: session.user.id, sessionID: session.sessionID, topic: .mine, context: context)
-        do {
-            let (position, changed, waiting) = try await sync.resume(user: session.user.id, after: after)
+        return try await streams.serve(.mine, request, context: context) { stream in
+            let (position, changed, waiting) = try await sync.resume(user: stream.userID, after: after)
+            if let waiting { awaitingHorizon(stream.userID, waiting) }
             let token = position.encoded
-            stream.send(changed
+            return changed
                 ? ServerSentEvent(event: "sync", id: token, data: ServerSentEvent.json(["token": token]), retryMilliseconds: 3000)
-                : ServerSentEvent(id: token, retryMilliseconds: 3000))
-            if let waiting { awaitingHorizon(session.user.id, waiting) }
-        } catch {
-            streams.remove(stream)
-            throw error
+                : ServerSentEvent(id: token, retryMilliseconds: 3000)
         }
-        return streams.response(stream)
     }
 }

@@ -13,6 +13,9 @@ package struct SyncStore: Sendable {
         self.logger = logger
     }
 
+    /// The log's state: its epoch, the purge mark, and the horizon below which every transaction has ended.
+    static let state = "(SELECT bookworm_sync_epoch() AS epoch, purged_xid AS purged, bookworm_sync_horizon() AS horizon FROM sync_state)"
+
     /// The log's state and one page of `user`'s changes after `after`, oldest first. Only
     /// transactions older than the oldest one of this database still running are served
     /// (`bookworm_sync_horizon`, 0027): all of those have ended, so none that commits later can
@@ -22,8 +25,7 @@ package struct SyncStore: Sendable {
     {
         let rows = try await client.query("""
             SELECT s.epoch, s.purged::text, s.horizon::text, c.kind, c.object_id, c.xid::text, c.id
-            FROM (SELECT bookworm_sync_epoch() AS epoch, purged_xid AS purged,
-                         bookworm_sync_horizon() AS horizon FROM sync_state) s
+            FROM \(unescaped: Self.state) s
             LEFT JOIN LATERAL (
                 SELECT kind, object_id, xid, id FROM sync_changes
                 WHERE user_id = \(user) AND (xid, id) > (\(String(after.xid))::xid8, \(after.id)) AND xid < s.horizon
@@ -64,7 +66,7 @@ package struct SyncStore: Sendable {
                    EXISTS (SELECT 1 FROM sync_changes
                            WHERE user_id = \(user) AND (xid, id) > (\(String(from.xid))::xid8, \(from.id)) AND xid < s.horizon),
                    (SELECT max(xid)::text FROM sync_changes WHERE user_id = \(user) AND xid >= s.horizon)
-            FROM (SELECT bookworm_sync_epoch() AS epoch, bookworm_sync_horizon() AS horizon, purged_xid AS purged FROM sync_state) s
+            FROM \(unescaped: Self.state) s
             """, logger: logger)
         guard let row = try rows.rows.first?.decode((String, String, String, Bool, String?).self), let horizon = UInt64(row.1) else {
             throw AppError.unavailable("no sync position")

@@ -141,7 +141,7 @@ package final class LiveStream: Sendable {
                 try await writer.finish(nil)
             } onGracefulShutdown: { [weak self] in
                 guard let self else { return }
-                if state.withLock({ $0.writingSince != nil }) { drop() } else { close(with: ServerSentEvent(event: "bye", data: "{}")) }
+                if state.withLock({ $0.writingSince != nil }) { drop() } else { close(with: .bye) }
             }
         } onCancel: { [weak self] in
             self?.drop()
@@ -174,6 +174,11 @@ package struct ServerSentEvent: Sendable {
     private static func oneLine(_ text: String) -> String {
         text.utf8.contains(where: { $0 == 10 || $0 == 13 }) ? String(text.filter { !$0.isNewline }) : text
     }
+
+    /// Pull now: the server may have missed something.
+    package static let resync = ServerSentEvent(event: "resync", data: "{}")
+    /// The server is going away: reconnect.
+    package static let bye = ServerSentEvent(event: "bye", data: "{}")
 
     /// `{"token": …}`-style data: a JSON object of string fields.
     package static func json(_ fields: [String: String]) -> String {

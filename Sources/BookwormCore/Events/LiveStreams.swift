@@ -39,9 +39,26 @@ package final class LiveStreams: Sendable {
     /// A new stream for the request's connection, registered before anything is read for it,
     /// so no notification that arrives meanwhile is missed. It leaves the registry when its
     /// connection closes, whether or not its response was ever written.
+    /// The answer to a stream request: its headers alone for HEAD; else a stream opened for the
+    /// signed-in caller, `first` sent on it (what happened before it registered), and its
+    /// response. A stream whose `first` fails goes again, with the error.
+    package func serve(_ topic: LiveStream.Topic, _ request: Request, context: AppRequestContext,
+                       first: (LiveStream) async throws -> ServerSentEvent) async throws -> Response {
+        let session = try context.requireSession()
+        guard request.method != .head else { return Response(status: .ok, headers: Self.headers) }
+        let stream = try await open(userID: session.user.id, sessionID: session.sessionID, topic: topic, context: context)
+        do {
+            stream.send(try await first(stream))
+        } catch {
+            remove(stream)
+            throw error
+        }
+        return response(stream)
+    }
+
     /// A session revoked just before its stream registered was told to no stream: it is
     /// checked once more after registering (every revocation after that reaches the stream).
-    package func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) async throws -> LiveStream {
+    func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) async throws -> LiveStream {
         let stream = try register(userID: userID, sessionID: sessionID, topic: topic, context: context)
         do {
             guard try await sessionIsLive(sessionID) else {
@@ -125,11 +142,8 @@ package final class LiveStreams: Sendable {
         HTTPField.Name("X-Accel-Buffering")!: "no",
     ]
 
-    /// HEAD of a stream: its headers, and no stream opened.
-    package static var headResponse: Response { Response(status: .ok, headers: headers) }
-
     /// The response for `stream`: `text/event-stream`, never cached or buffered by a proxy.
-    package func response(_ stream: LiveStream) -> Response {
+    func response(_ stream: LiveStream) -> Response {
         Response(status: .ok, headers: Self.headers, body: ResponseBody { [self] writer in
             defer { remove(stream) }
             try await stream.write(to: &writer)
