@@ -43,6 +43,9 @@ let package = Package(
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // Already under async-http-client; named for push's TLS settings and the tests' fake providers.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         // Only for GeneratedClientTests: a typed client made from openapi.json at build time, as an iOS app makes it.
         .package(url: "https://github.com/apple/swift-openapi-generator.git", from: "1.14.3"),
@@ -88,7 +91,12 @@ let package = Package(
             resources: [.copy("Resources/Migrations"), .copy("Resources/openapi.json")]
         ),
         // The rooms, bottom-up: each names only rooms below it (ARCHITECTURE.md).
-        .target(name: "Mail", dependencies: ["BookwormCore", "CCurl"] + common),
+        .target(name: "Mail", dependencies: ["BookwormCore", "CCurl"] + common + [
+                    .product(name: "JWTKit", package: "jwt-kit"),
+                    .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                    .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                    .product(name: "NIOHTTP1", package: "swift-nio"),
+                ]),
         .target(name: "Accounts", dependencies: ["BookwormCore", "Mail", "CSodium"] + common + [
                     .product(name: "JWTKit", package: "jwt-kit"),
                     .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -12,6 +12,7 @@ struct PrivateUser: Encodable, Sendable {
     let bio: String?
     let createdAt: Date
     let alerts: String
+    let push: [String: Bool]
 
     init(_ user: UserRecord) {
         id = user.id
@@ -22,10 +23,11 @@ struct PrivateUser: Encodable, Sendable {
         bio = user.bio
         createdAt = user.createdAt
         alerts = user.alerts
+        push = Dictionary(uniqueKeysWithValues: PushPreference.kinds.map { ($0, !user.pushOff.contains($0)) })
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, email, username, bio, alerts
+        case id, email, username, bio, alerts, push
         case emailVerified = "email_verified", displayName = "display_name", createdAt = "created_at"
     }
 
@@ -39,6 +41,7 @@ struct PrivateUser: Encodable, Sendable {
         try container.encode(bio, forKey: .bio)
         try container.encode(createdAt, forKey: .createdAt)
         try container.encode(alerts, forKey: .alerts)
+        try container.encode(push, forKey: .push)
     }
 }
 
@@ -172,15 +175,22 @@ struct ChangePasswordBody: StrictBody {
     }
 }
 
+/// The kinds of push a user can turn off, as `PATCH /v1/me {push: {…}}` names them.
+package enum PushPreference {
+    package static let kinds = ["trades", "alerts", "contact"]
+}
+
 /// `PATCH /v1/me`: null clears the display name or the bio; `alerts` cannot be cleared.
 struct UpdateMeBody: PatchBody {
     var displayName: FieldUpdate<String> = .unchanged
     var bio: FieldUpdate<String> = .unchanged
     /// `instant`, `daily` or `off`; checked by the route, which names the field.
     var alerts: String?
+    /// Kinds of push turned on (true) or off (false); the route checks the kinds.
+    var push: [String: Bool]?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case bio, alerts
+        case bio, alerts, push
         case displayName = "display_name"
     }
 
@@ -191,5 +201,6 @@ struct UpdateMeBody: PatchBody {
         displayName = try FieldUpdate(container, .displayName)
         bio = try FieldUpdate(container, .bio)
         alerts = try container.decodeIfPresent(String.self, forKey: .alerts)
+        push = try container.decodeIfPresent([String: Bool].self, forKey: .push)
     }
 }

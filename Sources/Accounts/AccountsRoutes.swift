@@ -81,8 +81,11 @@ package struct AccountsRoutes: Sendable {
         if let alerts = body.alerts, !["instant", "daily", "off"].contains(alerts) {
             throw AppError.invalid("alerts", "must be one of instant, daily, off")
         }
+        if let unknown = body.push?.keys.sorted().first(where: { !PushPreference.kinds.contains($0) }) {
+            throw AppError.invalid("push.\(unknown)", "unknown kind; the kinds are trades, alerts, contact")
+        }
         guard let user = try await service.users.updateProfile(userID: session.user.id, displayName: body.displayName, bio: body.bio,
-                                                               alerts: body.alerts) else {
+                                                               alerts: body.alerts, push: body.push ?? [:]) else {
             throw AppError.notFound("This account no longer exists")
         }
         service.sessions.forget(userID: user.id)

@@ -19,13 +19,13 @@ package struct AccountsStore: Sendable {
         case emailTaken
     }
 
-    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at, u.alerts, u.suspended_at"
+    static let userColumns = "u.id, u.email, u.username, u.display_name, u.bio, u.password_hash, u.email_verified_at, u.created_at, u.alerts, u.suspended_at, u.push_off"
 
-    package typealias UserRow = (UUID, String, String, String?, String?, String?, Date?, Date, String, Date?)
+    package typealias UserRow = (UUID, String, String, String?, String?, String?, Date?, Date, String, Date?, [String])
 
     package static func record(_ row: UserRow) -> UserRecord {
         UserRecord(id: row.0, email: row.1, username: row.2, displayName: row.3, bio: row.4,
-                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7, alerts: row.8, suspendedAt: row.9)
+                   passwordHash: row.5, emailVerifiedAt: row.6, createdAt: row.7, alerts: row.8, suspendedAt: row.9, pushOff: Set(row.10))
     }
 
     /// Inserts the user on `connection` (the caller's transaction); a unique violation is an
@@ -71,7 +71,10 @@ package struct AccountsStore: Sendable {
         return nil
     }
 
-    func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>, alerts: String?) async throws -> UserRecord? {
+    func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>, alerts: String?,
+                       push: [String: Bool]) async throws -> UserRecord? {
+        let on = push.filter(\.value).map(\.key)
+        let off = push.filter { !$0.value }.map(\.key)
         let (setName, nameValue) = displayName.parts
         let (setBio, bioValue) = bio.parts
         let rows = try await client.query("""
@@ -79,6 +82,7 @@ package struct AccountsStore: Sendable {
                 display_name = CASE WHEN \(setName) THEN \(nameValue) ELSE u.display_name END,
                 bio = CASE WHEN \(setBio) THEN \(bioValue) ELSE u.bio END,
                 alerts = coalesce(\(alerts), u.alerts),
+                push_off = ARRAY(SELECT DISTINCT k FROM unnest(u.push_off || \(off)::text[]) AS k WHERE NOT k = ANY(\(on)::text[]) ORDER BY k),
                 updated_at = now()
             WHERE u.id = \(userID)
             RETURNING \(unescaped: Self.userColumns)

@@ -60,9 +60,9 @@ package struct SessionStore: Sendable {
         let generation = cache?.generation()
         let lookup = SessionLookupSQL(tokenHash: hash, now: now, idleTimeout: policy.idleTimeout, touchInterval: Self.touchInterval)
         for row in try await client.execute(lookup, logger: logger) {
-            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10))
+            let user = AccountsStore.record((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11))
             let session = AuthenticatedSession(sessionID: row.0, user: user)
-            if let cache, let generation { cache.keep(hash, session, readAt: generation, now: now, expiresAt: row.11) }
+            if let cache, let generation { cache.keep(hash, session, readAt: generation, now: now, expiresAt: row.12) }
             return session
         }
         return nil
@@ -144,7 +144,7 @@ struct SessionLookupSQL: PostgresPreparedStatement {
         FROM live JOIN users u ON u.id = live.user_id AND u.suspended_at IS NULL
         """
     }
-    typealias Row = (UUID, UUID, String, String, String?, String?, String?, Date?, Date, String, Date?, Date)
+    typealias Row = (UUID, UUID, String, String, String?, String?, String?, Date?, Date, String, Date?, [String], Date)
 
     let tokenHash: ByteBuffer
     let now: Date

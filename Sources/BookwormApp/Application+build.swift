@@ -73,6 +73,7 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
             poolSize: 3, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true), backgroundLogger: logger)
         services.append(workerPool)
         services.append(backgroundJobs(client: database, config: config, logger: logger))
+        services += try pushServices(client: database, config: config, logger: logger)
         services.append(OutboxWorker(client: Database(client: workerPool, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
@@ -199,11 +200,13 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                             ratingAverage: record.ratingAverage, ratingCount: record.ratingCount)
     }).addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     AccountMailRoutes(mail: accountMail).addRoutes(public: v1, authenticated: authenticated)
+    DevicesRoutes(service: DevicesService(client: client, clock: config.clock, logger: logger)).addRoutes(authenticated: authenticated)
     BlocksRoutes(blocks: blocks, users: users, block: { try await trades.block($0, by: $1) }).addRoutes(authenticated: authenticated)
     TradesRoutes(service: trades).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     ReadingsRoutes(service: readings).addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    ContactRoutes(service: ContactService(client: client, outbox: outbox, throttles: throttles, templates: templates,
+    ContactRoutes(service: ContactService(client: client, outbox: outbox, push: config.pushQueue(client: client, logger: logger),
+                                          throttles: throttles, templates: templates,
                                           policy: config.contact, notify: config.notify, logger: logger))
         .addRoutes(authenticated: authenticated)
     BooksRoutes(books: BooksStore(client: client, logger: logger)).addRoutes(public: v1, authenticated: authenticated)
@@ -254,7 +257,8 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
     let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
-    let alerts = AlertJobParts(client: client, outbox: outbox, templates: templates, policy: config.wishes, clock: config.clock,
+    let alerts = AlertJobParts(client: client, outbox: outbox, push: config.pushQueue(client: client, logger: logger), templates: templates,
+                               policy: config.wishes, clock: config.clock,
                                logger: logger)
     let imports = ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)
     return JobRunner(client: client, handlers: [

@@ -51,7 +51,8 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
         let scrape = MetricsScrape(database: Database(client: client, deadlines: config.databaseDeadlines), hasher: nil, logger: logger)
         services.append(metricsService(host: config.metricsHost, port: port, scrape: scrape, logger: logger))
     }
-    let group = ServiceGroup(configuration: .init(services: services + [client, worker, jobs], gracefulShutdownSignals: [.sigterm, .sigint],
+    let push = try pushServices(client: Database(client: client, deadlines: config.databaseDeadlines), config: config, logger: logger)
+    let group = ServiceGroup(configuration: .init(services: services + [client, worker, jobs] + push, gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))
     try await group.run()
 }

@@ -32,6 +32,8 @@ package struct Config: Sendable {
     package var throttles: ThrottlePolicy
     package var feed: FeedPolicy
     package var mail: MailSettings
+    /// Push providers (`APNS_*`, `FCM_*`); none configured: pushes are not queued.
+    package var push = PushSettings()
     package var contact: ContactPolicy
     /// Mail one person makes the service send others: trades and contact share it
     /// (`BOOKWORM_NOTIFY_PER_RECIPIENT_PER_DAY`, `BOOKWORM_NOTIFY_PER_SENDER_PER_HOUR`).
@@ -166,6 +168,7 @@ package struct Config: Sendable {
         )
         config.feed.postsPerHour = try reader.int("BOOKWORM_POSTS_PER_HOUR", range: 1...100_000) ?? defaults.feed.postsPerHour
         config.mail = try MailSettings.fromEnvironment(reader, defaults: defaults.mail)
+        config.push = try PushSettings.fromEnvironment(reader)
         config.contact.perHour = try reader.int("BOOKWORM_CONTACT_PER_HOUR", range: 1...100_000) ?? defaults.contact.perHour
         config.contact.perRecipientPerDay = try reader.int("BOOKWORM_CONTACT_PER_RECIPIENT_PER_DAY", range: 1...1000)
             ?? defaults.contact.perRecipientPerDay
@@ -218,13 +221,18 @@ package enum LogFormat: String, Sendable {
 extension Config {
     var mailTemplates: MailTemplates { MailTemplates(from: mail.from, publicBaseURL: mail.publicBaseURL) }
 
+    func pushQueue(client: Database, logger: Logger) -> PushQueue {
+        PushQueue(client: client, settings: push, clock: clock, logger: logger)
+    }
+
     func idempotencyStore(client: Database, logger: Logger) -> IdempotencyStore {
         IdempotencyStore(client: client, clock: clock, hours: idempotencyHours, logger: logger)
     }
 
     /// The trades' use cases, as the routes, the job runner and the moderation commands each build them.
     func tradesService(client: Database, logger: Logger) -> TradesService {
-        TradesService(client: client, outbox: OutboxStore(client: client, logger: logger, clock: clock), templates: mailTemplates,
+        TradesService(client: client, outbox: OutboxStore(client: client, logger: logger, clock: clock),
+                      push: pushQueue(client: client, logger: logger), templates: mailTemplates,
                       policy: trades, notify: notify, clock: clock, logger: logger)
     }
 }

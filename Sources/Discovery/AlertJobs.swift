@@ -13,11 +13,11 @@ package struct AlertJobParts: Sendable {
     let clock: any AppClock
     let logger: Logger
 
-    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: WishPolicy, clock: any AppClock,
-                 logger: Logger) {
+    package init(client: Database, outbox: OutboxStore, push: PushQueue, templates: MailTemplates, policy: WishPolicy,
+                 clock: any AppClock, logger: Logger) {
         self.client = client
         self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, templates: templates)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, push: push, templates: templates)
         self.policy = policy
         self.clock = clock
         self.logger = logger
@@ -121,13 +121,17 @@ struct AlertMail: Sendable {
 
     let alerts: AlertsStore
     let outbox: OutboxStore
+    let push: PushQueue
     let templates: MailTemplates
 
     func handle(_ written: [NewAlert], now: Date, on connection: PostgresConnection) async throws {
         var messages: [MailMessage] = []
         var settled: [UUID] = []
+        var pushes: [PushMessage] = []
         for theirs in Dictionary(grouping: written, by: \.user).values {
             guard let first = theirs.first else { continue }
+            // The phone hears at once whatever the mail preference (push has its own switch).
+            pushes.append(Self.push(theirs))
             switch (first.preference, first.verified) {
             case ("daily", true):
                 continue
@@ -143,6 +147,17 @@ struct AlertMail: Sendable {
         // The app hears of every new alert at once, whatever the mail preference.
         try await LiveNotice.publish(written.map { LiveNotice(userID: $0.user, event: "alert", objectID: $0.id, kind: "available") },
                                      on: connection, logger: alerts.logger)
+        try await push.enqueue(pushes, on: connection)
+    }
+
+    /// One push per wisher and batch, saying what the instant mail's subject and first line say.
+    static func push(_ alerts: [NewAlert]) -> PushMessage {
+        let first = alerts[0]
+        let books = Set(alerts.map(\.title)).count
+        let title = books == 1 ? "\"\(first.title)\" is available near you" : "\(books) books you wish for are available near you"
+        let body = "\"\(first.title)\", offered by \(first.owner), \(String(format: "%.1f", first.distanceKm)) km away"
+            + (alerts.count > 1 ? ", and \(alerts.count - 1) more" : "")
+        return PushMessage(userID: first.user, category: "alerts", title: title, body: body, kind: "alert", objectID: first.id)
     }
 
     private func instant(_ alerts: [NewAlert]) -> MailMessage {

@@ -18,10 +18,12 @@ package struct ContactService: Sendable {
     let templates: MailTemplates
     let policy: ContactPolicy
     let budget: NotifyBudget
+    let push: PushQueue
     let logger: Logger
 
-    package init(client: Database, outbox: OutboxStore, throttles: ThrottleStore, templates: MailTemplates,
+    package init(client: Database, outbox: OutboxStore, push: PushQueue, throttles: ThrottleStore, templates: MailTemplates,
                  policy: ContactPolicy, notify: NotifyPolicy, logger: Logger) {
+        self.push = push
         self.client = client
         self.contacts = ContactStore(client: client, logger: logger)
         self.blocks = BlocksStore(client: client, logger: logger)
@@ -52,6 +54,10 @@ package struct ContactService: Sendable {
             try await throttles.record(keys: [Self.pairKey(sender.id, recipient.id)], window: 86400, on: connection)
             try await LiveNotice.publish([LiveNotice(userID: recipient.id, event: "contact", objectID: id, kind: target.kind)],
                                          on: connection, logger: logger)
+            // The mail's subject; the message itself stays in the mail, away from lock screens.
+            try await push.enqueue([PushMessage(userID: recipient.id, category: "contact", title: "\(sender.username) wrote to you",
+                                                body: recipient.bookTitle.map { "About \"\($0)\". Read it in your mail." }
+                                                    ?? "Read it in your mail.", kind: "contact", objectID: id)], on: connection)
             return id
         }
     }

@@ -27,6 +27,7 @@ package enum TradeNotice: Sendable {
 /// service's address and name the other participant by username only: no address is ever shown.
 struct TradeMail: Sendable {
     let outbox: OutboxStore
+    let push: PushQueue
     let templates: MailTemplates
     let logger: Logger
 
@@ -52,20 +53,26 @@ struct TradeMail: Sendable {
             """, logger: logger)
         var messages: [MailMessage] = []
         var notices: [LiveNotice] = []
+        var pushes: [PushMessage] = []
         for try await row in rows.decode((String, String?, String, String, String, Bool, String, String, Bool, UUID, UUID, UUID).self) {
             let owner = Party(username: row.3, email: row.4, verified: row.5)
             let requester = Party(username: row.6, email: row.7, verified: row.8)
             for role in recipients {
                 let (me, other) = role == .owner ? (owner, requester) : (requester, owner)
                 // The app hears of it whether or not the address is verified.
-                notices.append(LiveNotice(userID: role == .owner ? row.10 : row.11, event: "trade", objectID: row.9, kind: notice.eventKind))
-                guard me.verified else { continue }
+                let recipient = role == .owner ? row.10 : row.11
+                notices.append(LiveNotice(userID: recipient, event: "trade", objectID: row.9, kind: notice.eventKind))
                 let (subject, text) = Self.wording(notice, kind: row.0, title: row.2, other: other.username, dueOn: row.1)
+                // The phone too, whatever the address: the same words, one collapse id per trade.
+                pushes.append(PushMessage(userID: recipient, category: "trades", title: subject, body: text, kind: "trade",
+                                          objectID: row.9, collapseID: "trade-\(row.9.apiString)"))
+                guard me.verified else { continue }
                 messages.append(templates.notice(to: me.email, recipient: me.username, subject: subject, text: text))
             }
         }
         if !messages.isEmpty { _ = try await outbox.enqueue(messages, kind: .trade, on: connection) }
         try await LiveNotice.publish(notices, on: connection, logger: logger)
+        try await push.enqueue(pushes, on: connection)
     }
 
     static func wording(_ notice: TradeNotice, kind: String, title: String, other: String, dueOn: String?) -> (String, String) {

@@ -21,14 +21,14 @@ package struct TradesService: Sendable {
     let clock: any AppClock
     let logger: Logger
 
-    package init(client: Database, outbox: OutboxStore, templates: MailTemplates, policy: TradePolicy, notify: NotifyPolicy,
-                 clock: any AppClock, logger: Logger) {
+    package init(client: Database, outbox: OutboxStore, push: PushQueue, templates: MailTemplates, policy: TradePolicy,
+                 notify: NotifyPolicy, clock: any AppClock, logger: Logger) {
         self.client = client
         self.trades = TradesStore(client: client, logger: logger)
         self.copies = TradeCopiesStore(client: client, logger: logger)
         self.views = TradeViewsStore(client: client, logger: logger)
         self.blocks = BlocksStore(client: client, logger: logger)
-        self.mail = TradeMail(outbox: outbox, templates: templates, logger: logger)
+        self.mail = TradeMail(outbox: outbox, push: push, templates: templates, logger: logger)
         self.budget = NotifyBudget(throttles: ThrottleStore(client: client, logger: logger, clock: clock), policy: notify)
         self.policy = policy
         self.clock = clock

@@ -1,7 +1,7 @@
 import Foundation
 
 extension ExportService {
-    static func readme(counts: [String: Int], photos: Int, at date: Date) -> String {
+    static func readme(counts: [String: Int], photos: Int, devices: Int, at date: Date) -> String {
         func count(_ kind: String) -> Int { counts[kind] ?? 0 }
         return """
             Your Bookworm data, exported \(ISO8601DateFormatter().string(from: date))
@@ -9,7 +9,8 @@ extension ExportService {
 
             Every file is JSON (UTF-8), each object in the shape the API returns it to you.
 
-            profile.json   your account: username, email, display name, bio, alert preference
+            profile.json   your account: username, email, display name, bio, alert and push preferences
+            devices.json   \(devices) phones signed in for push: provider, environment, token, when
             pins.json      \(count("pin")) pins, with their exact points (only you ever see those) and the public
                            points others see
             copies.json    \(count("copy")) copies you own: book, condition, status, notes, pin, photo

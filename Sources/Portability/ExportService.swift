@@ -68,11 +68,13 @@ package struct ExportService: Sendable {
             try add(archive, Self.files[kind] ?? "\(kind).json", try encoder.encode(views.map(AnyView.init)))
         }
         try add(archive, "profile.json", try encoder.encode(try await store.profile(of: user)))
+        let devices = try await store.devices(of: user)
+        try add(archive, "devices.json", try encoder.encode(devices))
         let photos = try await store.photos(of: user)
         for photo in photos {
             try add(archive, "photos/\(photo.id).jpg", Data(photo.bytes.readableBytesView))
         }
-        try add(archive, "README.txt", Data(Self.readme(counts: counts, photos: photos.count, at: clock.now()).utf8))
+        try add(archive, "README.txt", Data(Self.readme(counts: counts, photos: photos.count, devices: devices.count, at: clock.now()).utf8))
         guard let data = archive.data else { throw AppError.unavailable("the export archive has no bytes") }
         try await store.finish(id, archive: data, now: clock.now(), keep: Self.keep)
         logger.info("export built", metadata: ["export_id": .string(id.apiString), "bytes": .stringConvertible(data.count)])

@@ -74,13 +74,28 @@ struct ExportStore: Sendable {
 
     func profile(of user: UUID) async throws -> [String: String?] {
         let rows = try await client.query("""
-            SELECT username, email, display_name, bio, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), alerts
+            SELECT username, email, display_name, bio, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), alerts,
+                   array_to_string(push_off, ',')
             FROM users WHERE id = \(user)
             """, logger: logger)
-        for try await row in rows.decode((String, String, String?, String?, String, String).self) {
-            return ["username": row.0, "email": row.1, "display_name": row.2, "bio": row.3, "created_at": row.4, "alerts": row.5]
+        for try await row in rows.decode((String, String, String?, String?, String, String, String).self) {
+            return ["username": row.0, "email": row.1, "display_name": row.2, "bio": row.3, "created_at": row.4, "alerts": row.5,
+                    "push_off": row.6]
         }
         return [:]
+    }
+
+    /// The user's phones, as `devices.json` holds them.
+    func devices(of user: UUID) async throws -> [[String: String]] {
+        let rows = try await client.query("""
+            SELECT id, platform, environment, token, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            FROM devices WHERE user_id = \(user) ORDER BY created_at, id
+            """, logger: logger)
+        var devices: [[String: String]] = []
+        for try await row in rows.decode((UUID, String, String, String, String).self) {
+            devices.append(["id": row.0.apiString, "platform": row.1, "environment": row.2, "token": row.3, "created_at": row.4])
+        }
+        return devices
     }
 
     /// The photos of the user's copies, each once, as their full-size JPEG (an upload not made

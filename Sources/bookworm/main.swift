@@ -12,7 +12,7 @@ struct BookwormCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookworm",
         abstract: "The Bookworm book-exchange backend.",
-        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Reports.self, Users.self, Audit.self, Seed.self, Trades.self, Health.self],
+        subcommands: [Serve.self, Worker.self, Migrate.self, Outbox.self, Reports.self, Users.self, Audit.self, Seed.self, Trades.self, Push.self, Health.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -120,6 +120,24 @@ func loadConfig() throws -> Config {
     // Before anything makes a metric: requests, jobs and the hashing queue count from the start.
     if config.metricsPort != nil { AppMetrics.bootstrap() }
     return config
+}
+
+struct Push: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Push notifications: stats (the queue by provider and status) | test USERNAME (one push to each of their devices, sent now).")
+
+    @Argument(help: "stats | test") var action: String = "stats"
+    @Argument(help: "The user, for test.") var username: String?
+
+    func validate() throws {
+        guard ["stats", "test"].contains(action) else { throw ValidationError("unknown action '\(action)'") }
+        if action == "test", username == nil { throw ValidationError("test needs a USERNAME") }
+    }
+
+    func run() async throws {
+        let parsed: PushAction = action == "test" ? .test(username: username ?? "") : .stats
+        print(try await runPushCommand(parsed, config: try loadConfig(), logger: Logger(label: "bookworm.push")))
+    }
 }
 
 struct Trades: AsyncParsableCommand {

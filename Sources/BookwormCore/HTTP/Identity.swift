@@ -16,8 +16,11 @@ package struct UserRecord: Sendable {
     package let alerts: String
     /// Set while an admin has suspended the account.
     package let suspendedAt: Date?
+    /// The kinds of push turned off: `trades`, `alerts`, `contact`.
+    package let pushOff: Set<String>
 
-    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String?, emailVerifiedAt: Date? = nil, createdAt: Date, alerts: String = "daily", suspendedAt: Date? = nil) {
+    package init(id: UUID, email: String, username: String, displayName: String? = nil, bio: String? = nil, passwordHash: String?, emailVerifiedAt: Date? = nil, createdAt: Date, alerts: String = "daily", suspendedAt: Date? = nil,
+                 pushOff: Set<String> = []) {
         self.id = id
         self.email = email
         self.username = username
@@ -28,6 +31,7 @@ package struct UserRecord: Sendable {
         self.createdAt = createdAt
         self.alerts = alerts
         self.suspendedAt = suspendedAt
+        self.pushOff = pushOff
     }
 }
 

@@ -20,12 +20,21 @@ extension JobHandler {
     package func firstRun(after now: Date) -> Date { now }
 }
 
+/// A kind of one-off work whose due jobs run together in one call: pushes share one HTTP/2
+/// connection per provider, so a batch goes out at once rather than one request after another.
+package protocol BatchJobHandler: Sendable {
+    var kind: String { get }
+    /// What became of each job, by id; a job missing from the answer is retried with backoff.
+    func run(_ jobs: [ClaimedJob]) async -> [UUID: JobOutcome]
+}
+
 /// Runs due jobs of the kinds it has handlers for. Several runners (in one process or many)
 /// share the table: a job is leased to one runner at a time, and a failed run is retried with
 /// exponential backoff. Wakes on `NOTIFY jobs`, and polls on the app's clock.
 package struct JobRunner: Service {
     let store: JobStore
     let handlers: [String: any JobHandler]
+    let batchHandler: (any BatchJobHandler)?
     let client: Database
     let logger: Logger
     let clock: any AppClock
@@ -38,6 +47,18 @@ package struct JobRunner: Service {
         self.client = client
         self.store = JobStore(client: client, logger: logger, clock: clock)
         self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.batchHandler = nil
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// A runner of one batch kind, `batchSize` jobs at a time.
+    package init(client: Database, batch handler: any BatchJobHandler, batchSize: Int, logger: Logger, clock: any AppClock) {
+        self.client = client
+        self.store = JobStore(client: client, logger: logger, clock: clock)
+        self.handlers = [:]
+        self.batchHandler = handler
+        self.batchSize = batchSize
         self.logger = logger
         self.clock = clock
     }
@@ -87,6 +108,7 @@ package struct JobRunner: Service {
     /// One batch; `dueAgain` when a job asked to run again at once (an import's next chunks),
     /// so the runner goes on instead of waiting for a wake-up.
     private func runBatch() async throws -> (claimed: Int, dueAgain: Bool) {
+        if let batchHandler { return try await runTogether(batchHandler) }
         let jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
         var dueAgain = false
         for job in jobs {
@@ -98,13 +120,30 @@ package struct JobRunner: Service {
                 try await store.finish(job, worker: id, outcome: outcome)
             } catch {
                 Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", job.kind)]).increment()
-                let delay = min(30 * pow(2, Double(job.attempts - 1)), 3600) * Double.random(in: 0.75...1.25)
+                let delay = Self.backoff(attempts: job.attempts)
                 logger.warning("job failed; retrying", metadata: ["kind": .string(job.kind), "key": .string(job.key),
                                                                "error": .string(String(reflecting: error))])
                 try await store.retry(job, worker: id, after: delay, error: String(reflecting: error))
             }
         }
         return (jobs.count, dueAgain)
+    }
+
+    private func runTogether(_ handler: any BatchJobHandler) async throws -> (claimed: Int, dueAgain: Bool) {
+        let jobs = try await store.claim(kinds: [handler.kind], worker: id, batch: batchSize, lease: lease)
+        guard !jobs.isEmpty else { return (0, false) }
+        Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", handler.kind)]).increment(by: jobs.count)
+        let outcomes = await handler.run(jobs)
+        let now = clock.now()
+        try await store.finish(jobs.map { job in
+            (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
+        }, worker: id)
+        return (jobs.count, false)
+    }
+
+    /// Seconds before a failed job's next try: 30 s doubling to an hour, jittered.
+    package static func backoff(attempts: Int) -> TimeInterval {
+        min(30 * pow(2, Double(max(0, attempts - 1))), 3600) * Double.random(in: 0.75...1.25)
     }
 
     private func listen(wake: WakeSignal) async {

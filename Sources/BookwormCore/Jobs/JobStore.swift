@@ -16,6 +16,8 @@ package enum JobOutcome: Sendable, Equatable {
     case done
     /// A recurring job: run again at this time.
     case again(at: Date)
+    /// Failed for now: try again at this time (the attempts so far still count).
+    case retry(at: Date, reason: String)
 }
 
 /// SQL for the `jobs` table: claimed in batches with `FOR UPDATE SKIP LOCKED` and a lease, as the
@@ -77,7 +79,32 @@ package struct JobStore: Sendable {
                 UPDATE jobs SET run_at = \(at), attempts = 0, lease_owner = NULL, lease_until = NULL, last_error = NULL
                 WHERE id = \(job.id) AND lease_owner = \(worker)
                 """, logger: logger)
+        case .retry(let at, let reason):
+            try await retry(job, worker: worker, after: at.timeIntervalSince(clock.now()), error: reason)
         }
+    }
+
+    /// A batch's outcomes in one statement, again only for jobs this worker still holds.
+    func finish(_ outcomes: [(id: UUID, outcome: JobOutcome)], worker: UUID) async throws {
+        var ids: [UUID] = [], ops: [String] = [], times: [Date] = [], errors: [String] = []
+        for (id, outcome) in outcomes {
+            ids.append(id)
+            switch outcome {
+            case .done: ops.append("done"); times.append(clock.now()); errors.append("")
+            case .again(let at): ops.append("again"); times.append(at); errors.append("")
+            case .retry(let at, let reason): ops.append("retry"); times.append(at); errors.append(String(reason.prefix(1000)))
+            }
+        }
+        try await client.query("""
+            WITH o AS (
+                SELECT * FROM unnest(\(ids)::uuid[], \(ops)::text[], \(times)::timestamptz[], \(errors)::text[]) AS o(id, op, at, error)
+            ), gone AS (
+                DELETE FROM jobs j USING o WHERE j.id = o.id AND o.op = 'done' AND j.lease_owner = \(worker)
+            )
+            UPDATE jobs j SET run_at = o.at, lease_owner = NULL, lease_until = NULL,
+                              attempts = CASE WHEN o.op = 'again' THEN 0 ELSE j.attempts END, last_error = NULLIF(o.error, '')
+            FROM o WHERE j.id = o.id AND o.op <> 'done' AND j.lease_owner = \(worker)
+            """, logger: logger)
     }
 
     func retry(_ job: ClaimedJob, worker: UUID, after delay: TimeInterval, error: String) async throws {

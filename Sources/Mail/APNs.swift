@@ -1,0 +1,111 @@
+import AsyncHTTPClient
+import BookwormCore
+import Foundation
+import JWTKit
+import Metrics
+import NIOCore
+
+/// The claims of an APNs provider token: the team that signs, and when.
+package struct APNsClaims: JWTPayload {
+    package let iss: IssuerClaim
+    package let iat: IssuedAtClaim
+
+    package init(iss: IssuerClaim, iat: IssuedAtClaim) {
+        self.iss = iss
+        self.iat = iat
+    }
+
+    package func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// A token reused until it is `lifetime` old on the app's clock, or until the provider calls it
+/// stale; a renewal that many pushes ask for at once signs once.
+actor ProviderToken {
+    private let lifetime: TimeInterval
+    private let clock: any AppClock
+    private let make: @Sendable (Date) async throws -> (token: String, lifetime: TimeInterval?)
+    private var current: (token: String, until: Date)?
+    private var pending: Task<(token: String, lifetime: TimeInterval?), any Error>?
+    /// How many tokens were made (the benchmark prints it).
+    private(set) var made = 0
+
+    init(lifetime: TimeInterval, clock: any AppClock, make: @escaping @Sendable (Date) async throws -> (token: String, lifetime: TimeInterval?)) {
+        self.lifetime = lifetime
+        self.clock = clock
+        self.make = make
+    }
+
+    func token() async throws -> String {
+        if let current, clock.now() < current.until { return current.token }
+        if let pending { return try await pending.value.token }
+        let now = clock.now()
+        let task = Task { [make] in try await make(now) }
+        pending = task
+        defer { pending = nil }
+        let fresh = try await task.value
+        made += 1
+        current = (fresh.token, now.addingTimeInterval(fresh.lifetime ?? lifetime))
+        return fresh.token
+    }
+
+    /// Drops `stale` (if it is still the current token) and returns a fresh one.
+    func renew(replacing stale: String) async throws -> String {
+        if current?.token == stale { current = nil }
+        return try await token()
+    }
+}
+
+/// Apple's push service: HTTP/2 to `/3/device/<token>` with an ES256 provider token.
+struct APNsSender: Sendable {
+    let settings: APNsSettings
+    let tokens: ProviderToken
+
+    init(settings: APNsSettings, clock: any AppClock) {
+        self.settings = settings
+        let keys = JWTKeyCollection()
+        let (key, keyID, teamID) = (settings.key, settings.keyID, settings.teamID)
+        self.tokens = ProviderToken(lifetime: settings.tokenLifetime, clock: clock) { now in
+            await keys.add(ecdsa: key, kid: JWKIdentifier(string: keyID))
+            Counter(label: "bookworm_push_provider_tokens_total", dimensions: [("provider", "apns")]).increment()
+            let token = try await keys.sign(APNsClaims(iss: IssuerClaim(value: teamID), iat: IssuedAtClaim(value: now)),
+                                            kid: JWKIdentifier(string: keyID))
+            return (token, nil)
+        }
+    }
+
+    func send(_ push: PushJob, to device: PushJob.Device, http: HTTPClient, timeout: TimeAmount) async -> PushResult {
+        let base = device.sandbox ? settings.sandboxURL : settings.url
+        var request = HTTPClientRequest(url: "\(base)/3/device/\(device.token)")
+        request.method = .POST
+        request.headers.add(name: "apns-topic", value: settings.topic)
+        request.headers.add(name: "apns-push-type", value: "alert")
+        request.headers.add(name: "apns-priority", value: "10")
+        request.headers.add(name: "content-type", value: "application/json")
+        if let collapse = push.collapseID { request.headers.add(name: "apns-collapse-id", value: collapse) }
+        let payload: [String: Any] = ["aps": ["alert": ["title": push.title, "body": push.body], "sound": "default"],
+                                      "data": ["kind": push.kind, "id": push.objectID]]
+        guard let body = try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]) else {
+            return .rejected("payload not encodable")
+        }
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            var token = try await tokens.token()
+            for attempt in 0..<2 {
+                request.headers.replaceOrAdd(name: "authorization", value: "bearer \(token)")
+                let (status, headers, answer) = try await PushHTTP.execute(request, http: http, timeout: timeout)
+                let reason = (try? JSONDecoder().decode([String: String].self, from: answer))?["reason"] ?? ""
+                switch (status, reason) {
+                case (200, _): return .sent
+                case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .gone
+                case (403, "ExpiredProviderToken") where attempt == 0:
+                    token = try await tokens.renew(replacing: token)
+                    continue
+                default: return PushHTTP.classify(status: status, headers: headers, reason: reason)
+                }
+            }
+            return .retry(after: nil, reason: "provider token refused twice")
+        } catch {
+            return .retry(after: nil, reason: "no answer: \(error)")
+        }
+    }
+}

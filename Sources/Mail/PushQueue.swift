@@ -1,0 +1,32 @@
+import BookwormCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What the rooms call to push: queued in the caller's transaction, as mail is, so a push exists
+/// exactly when the change it tells of does. With no provider configured it queues nothing.
+package struct PushQueue: Sendable {
+    let store: PushStore
+    let platforms: [String]
+    let clock: any AppClock
+
+    package init(client: Database, settings: PushSettings, clock: any AppClock, logger: Logger) {
+        self.store = PushStore(client: client, logger: logger)
+        self.platforms = settings.platforms
+        self.clock = clock
+    }
+
+    /// A queue that pushes nothing (no provider configured).
+    package static func off(client: Database, logger: Logger) -> PushQueue {
+        PushQueue(client: client, settings: PushSettings(), clock: SystemClock(), logger: logger)
+    }
+
+    package var isOn: Bool { !platforms.isEmpty }
+
+    /// The queued pushes' job ids.
+    @discardableResult
+    package func enqueue(_ messages: [PushMessage], on connection: PostgresConnection) async throws -> [UUID] {
+        guard isOn, !messages.isEmpty else { return [] }
+        return try await store.enqueue(messages, platforms: platforms, now: clock.now(), on: connection)
+    }
+}

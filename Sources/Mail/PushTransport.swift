@@ -1,0 +1,107 @@
+import AsyncHTTPClient
+import BookwormCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import ServiceLifecycle
+
+/// What became of one push.
+enum PushResult: Sendable, Equatable {
+    case sent
+    /// The provider says the device no longer exists: it is deleted.
+    case gone
+    /// A 4xx other than those: never retried.
+    case rejected(String)
+    /// 429, 5xx or no answer: tried again after `after` (the provider's `Retry-After`) or backoff.
+    case retry(after: TimeInterval?, reason: String)
+
+    var metricResult: String {
+        switch self {
+        case .sent: "sent"
+        case .gone: "gone"
+        case .rejected: "rejected"
+        case .retry: "retried"
+        }
+    }
+}
+
+/// The HTTP client pushes go out on (HTTP/2 over TLS: one connection per provider carries a
+/// batch at once) and the configured providers. A service, so the client shuts down after the
+/// runner that uses it has stopped.
+package final class PushTransport: Service, Sendable {
+    let http: HTTPClient
+    let apns: APNsSender?
+    let fcm: FCMSender?
+    let timeout: TimeAmount
+
+    package init(settings: PushSettings, clock: any AppClock, logger: Logger) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile = settings.caFile { tls.additionalTrustRoots = [.file(caFile)] }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls, timeout: .init(connect: .seconds(Int64(settings.timeoutSeconds))))
+        configuration.httpVersion = .automatic
+        let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+        let timeout = TimeAmount.seconds(Int64(settings.timeoutSeconds))
+        do {
+            fcm = try settings.fcm.map { try FCMSender(settings: $0, clock: clock, http: http, timeout: timeout) }
+        } catch {
+            try? http.syncShutdown()
+            throw error
+        }
+        self.http = http
+        self.timeout = timeout
+        apns = settings.apns.map { APNsSender(settings: $0, clock: clock) }
+    }
+
+    package func run() async throws {
+        try? await gracefulShutdown()
+        try await shutdown()
+    }
+
+    package func shutdown() async throws {
+        try await http.shutdown()
+    }
+
+    /// Provider tokens made so far: APNs, FCM.
+    package func tokensMade() async -> (apns: Int, fcm: Int) {
+        (await apns?.tokens.made ?? 0, await fcm?.tokens.made ?? 0)
+    }
+
+    func send(_ push: PushJob, to device: PushJob.Device) async -> PushResult {
+        switch push.provider {
+        case "apns": await apns?.send(push, to: device, http: http, timeout: timeout) ?? .rejected("APNs is not configured")
+        case "fcm": await fcm?.send(push, to: device, http: http, timeout: timeout) ?? .rejected("FCM is not configured")
+        default: .rejected("unknown provider \(push.provider)")
+        }
+    }
+}
+
+enum PushHTTP {
+    /// An answer is small; more than this is not a provider's.
+    static let answerLimit = 64 * 1024
+
+    static func execute(_ request: HTTPClientRequest, http: HTTPClient, timeout: TimeAmount) async throws -> (Int, HTTPHeaders, Data) {
+        let response = try await http.execute(request, timeout: timeout)
+        let body = try await response.body.collect(upTo: answerLimit)
+        return (Int(response.status.code), response.headers, Data(body.readableBytesView))
+    }
+
+    /// 429 and 5xx are tried again (after the provider's `Retry-After` when it gives one); any
+    /// other 4xx is the push's own fault and never is.
+    static func classify(status: Int, headers: HTTPHeaders, reason: String) -> PushResult {
+        let why = "\(status)\(reason.isEmpty ? "" : " \(reason)")"
+        guard status == 429 || status >= 500 else { return .rejected(why) }
+        return .retry(after: headers.first(name: "retry-after").flatMap(retryAfter), reason: why)
+    }
+
+    /// Seconds, or an HTTP date.
+    static func retryAfter(_ value: String) -> TimeInterval? {
+        if let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return min(seconds, 86400) }
+        let format = DateFormatter()
+        format.locale = Locale(identifier: "en_US_POSIX")
+        format.timeZone = TimeZone(identifier: "GMT")
+        format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return format.date(from: value).map { min(max(0, $0.timeIntervalSinceNow), 86400) }
+    }
+}
