@@ -14,7 +14,7 @@ let common: [Target.Dependency] = [
 let rooms: [Target.Dependency] = ["BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability",
                                   "BookwormApp"]
 let testDependencies: [Target.Dependency] = rooms + [
-    "BookwormTestSupport",
+    "BookwormTestSupport", "FakePush",
     .product(name: "ZIPFoundation", package: "ZIPFoundation"),
     .product(name: "HummingbirdTesting", package: "hummingbird"),
     .product(name: "JWTKit", package: "jwt-kit"),
@@ -131,15 +131,32 @@ let package = Package(
             name: "BookwormBench",
             dependencies: [
                 "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability", "BookwormApp",
-                "CSodium",
+                "CSodium", "FakePush",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
+        ),
+        // Apple's and Google's push services, played by the tests and the benchmark (HTTP/2 over TLS).
+        .target(
+            name: "FakePush",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/FakePush"
         ),
         // Helpers every test target shares: a database per test, the app, a real SMTP sink, a manual clock.
         .target(
             name: "BookwormTestSupport",
-            dependencies: rooms + [.product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "JWTKit", package: "jwt-kit")],
+            dependencies: rooms + ["FakePush", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                                   .product(name: "JWTKit", package: "jwt-kit")],
             path: "Tests/Support"
         ),
         // One test target per room.

@@ -52,15 +52,17 @@ enum DeviceValidation {
             throw AppError.invalid("environment", "must be production or sandbox")
         }
         let token = body.token
-        if body.platform == "apns" {
-            guard (32...200).contains(token.utf8.count), token.utf8.allSatisfy({ $0.isHexDigit }) else {
-                throw AppError.invalid("token", "must be the device token in hex (32 to 200 digits)")
-            }
-            return (body.platform, token.lowercased(), environment)
-        }
+        // The schema's pattern: URL-safe text, as FCM registration tokens are.
         guard (32...4096).contains(token.utf8.count),
               token.utf8.allSatisfy({ $0.isLetterOrDigit || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":") }) else {
-            throw AppError.invalid("token", "must be the FCM registration token (32 to 4096 letters, digits, '-', '_' or ':')")
+            throw AppError.invalid("token", "must be 32 to 4096 letters, digits, '-', '_' or ':'")
+        }
+        // An APNs token is hex, and short: a rule the schema cannot state per platform.
+        if body.platform == "apns" {
+            guard token.utf8.count <= 200, token.utf8.allSatisfy({ $0.isHexDigit }) else {
+                throw AppError.rule([FieldError("token", "an APNs device token is 32 to 200 hex digits")])
+            }
+            return (body.platform, token.lowercased(), environment)
         }
         return (body.platform, token, environment)
     }
