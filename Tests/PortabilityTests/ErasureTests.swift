@@ -14,7 +14,8 @@ import Testing
             let gone = try await app.registerTrader()
             let other = try await app.registerTrader()
             let user = try #require(UUID(uuidString: gone.id))
-            // A life on the service: pins, copies (one with a photo), posts, shelf, wishes, blocks, trades both ways.
+            // A life on the service: a phone, pins, copies (one with a photo), posts, shelf, wishes, blocks, trades both ways.
+            #expect(try await app.registerDevice(gone.token, token: String(repeating: "ab", count: 32)).status == .created)
             try await app.addPin(gone.token)
             let mine = try await app.copyID(gone.token, title: "Given Away")
             let kept = try await app.copyID(gone.token, title: "Still Mine")

@@ -11,6 +11,8 @@ import ZIPFoundation
     @Test func anExportHoldsEveryKindAndRestoresIntoAFreshAccount() async throws {
         try await withApp { app in
             let me = try await app.register()
+            let phone = String(repeating: "cd", count: 32)
+            #expect(try await app.registerDevice(me.token, token: phone, environment: "sandbox").status == .created)
             try await app.addPin(me.token, label: "Home", latitude: 48.8566, longitude: 2.3522)
             try await app.addPin(me.token, label: "Café", latitude: 48.86, longitude: 2.34, kind: "meetup")
             let first = try #require(try await app.addCopy(me.token, title: "Le Petit Prince", authors: ["Antoine de Saint-Exupéry"],
@@ -41,6 +43,10 @@ import ZIPFoundation
             let names = Set(archive.map(\.path))
             #expect(names.isSuperset(of: ["README.txt", "profile.json", "pins.json", "copies.json", "readings.json", "wishes.json",
                                           "trades.json", "posts.json", "blocks.json", "photos/\(String(repeating: "b", count: 64)).jpg"]))
+            var devicesJSON = Data()
+            _ = try archive.extract(try #require(archive["devices.json"])) { devicesJSON.append($0) }
+            let devices = try JSONSerialization.jsonObject(with: devicesJSON) as? [[String: String]]
+            #expect(devices?.map { [$0["platform"], $0["environment"], $0["token"]] } == [["apns", "sandbox", phone]])
             var pinsJSON = Data()
             _ = try archive.extract(try #require(archive["pins.json"])) { pinsJSON.append($0) }
             let pins = try JSONSerialization.jsonObject(with: pinsJSON) as? [[String: Any]]

@@ -1,0 +1,98 @@
+import FakePush
+import Foundation
+import Logging
+import Testing
+@testable import BookwormCore
+@testable import Mail
+@testable import Discovery
+@testable import BookwormApp
+@testable import BookwormTestSupport
+
+/// The push worker as a process, the operator's commands, and the pushes besides trade requests.
+@Suite struct PushWorkerTests {
+    /// A `bookworm worker` process killed with SIGKILL while its batch waits on the provider:
+    /// the pushes come back when the lease ends, and each phone gets its push once.
+    @Test func aWorkerKilledMidBatchLosesNothing() async throws {
+        try await withPushApp { app, fake in
+            var tokens: [String] = []
+            for _ in 0..<6 {
+                let owner = try await app.registerTrader()
+                let token = FakePushProvider.apnsToken()
+                fake.script(token, [.silent])
+                #expect(try await app.registerDevice(owner.token, token: token).status == .created)
+                _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
+                tokens.append(token)
+            }
+            var environment = fake.environment.merging([
+                "DATABASE_URL": app.settings.connectionURL, "LOG_LEVEL": "error", "BOOKWORM_PUSH_TIMEOUT_SECONDS": "120",
+                "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("push-worker-\(UUID().uuidString)").path,
+                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            ]) { $1 }
+            environment["SMTP_URL"] = nil
+            let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
+            let inFlight = try await eventually(within: 60) { tokens.allSatisfy { fake.attempts($0) == 1 } }
+            kill(pid, SIGKILL)
+            ChildProcess.wait(pid)
+            #expect(inFlight)
+            #expect(fake.received.isEmpty)
+            #expect(try await app.queuedPushes().count == tokens.count)
+
+            // Past the dead worker's lease (real time, 5 minutes), another worker sends them all.
+            app.clock.advance(by: 600)
+            try await app.sendPushes(fake)
+            #expect(fake.received.map(\.token).sorted() == tokens.sorted())
+            #expect(try await app.queuedPushes().isEmpty)
+        }
+    }
+
+    @Test func theOperatorSeesTheQueueAndSendsATestPush() async throws {
+        try await withPushApp { app, fake in
+            let me = try await app.registerTrader()
+            let token = FakePushProvider.fcmToken()
+            #expect(try await app.registerDevice(me.token, platform: "fcm", token: token).status == .created)
+            fake.script(token, [.status(503, reason: "UNAVAILABLE")])
+            _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(me.token))
+            try await app.sendPushes(fake)
+            let stats = try await app.bookworm(["push", "stats"], extra: fake.environment)
+            #expect(stats.status == 0)
+            #expect(stats.output.contains("fcm") && stats.output.contains("retrying") && stats.output.contains("devices: fcm 1"))
+
+            let test = try await app.bookworm(["push", "test", me.username], extra: fake.environment)
+            #expect(test.status == 0)
+            #expect(test.output.contains("1 of 1 test pushes"))
+            #expect(fake.received.map(\.kind) == ["test"])
+            let off = try await app.bookworm(["push", "test", me.username])
+            #expect(off.output.contains("Push is off"))
+        }
+    }
+
+    @Test func aNewWishAlertAndALoanReminderPushToo() async throws {
+        try await withPushApp { app, fake in
+            let wisher = try await app.wisher()
+            let token = FakePushProvider.apnsToken()
+            #expect(try await app.registerDevice(wisher.token, token: token).status == .created)
+            let owner = try await app.wisher(at: 52.53, 13.41)
+            let book = try await app.book(owner.token, title: "Dune", authors: ["Frank Herbert"])
+            #expect(try await app.wish(wisher.token, book: book).status == .created)
+            _ = try await app.offer(owner.token, title: "Dune", authors: ["Frank Herbert"])
+            // A loan to the wisher, due in two days: a reminder the day before.
+            let lent = try await app.copyID(owner.token, title: "Emma")
+            let loan = try #require(try await app.requestTrade(wisher.token, copy: lent, kind: "loan", dueOn: app.day(after: 2))
+                .jsonObject()["id"] as? String)
+            #expect(try await app.act("accept", loan, owner.token).status == .ok)
+            for side in [owner.token, wisher.token] { #expect(try await app.act("confirm", loan, side).status == .ok) }
+            var config = Config.forTests(app.settings)
+            config.clock = app.clock
+            config.push = try fake.settings()
+            let jobs = backgroundJobs(client: app.db, config: config, logger: Logger(label: "test-jobs"))
+            try await jobs.prepare()
+            while try await jobs.runDue() > 0 {}
+            app.clock.advance(by: 86400 + 3600)
+            while try await jobs.runDue() > 0 {}
+            try await app.sendPushes(fake)
+            let mine = fake.received.filter { $0.token == token }
+            #expect(mine.contains { $0.kind == "alert" && $0.title == "\"Dune\" is available near you" && $0.body.contains("km away") })
+            #expect(mine.contains { $0.kind == "trade" && $0.id == loan && $0.title.contains("is due on") })
+        }
+    }
+}
