@@ -26,7 +26,7 @@ DEPLOY_VENV := $(CURDIR)/.bookworm/deploy-venv
 HADOLINT_VERSION := 2.15.1
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 
-.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-photos bench-idempotency bench-events bench-growth bench-roundtrip bench-summary seed stop-test-db clean
+.PHONY: conformance-deps browser-deps deploy-deps deploy-check deps bench-deps bench-build build run test bench bench-hashing bench-catalog bench-nearby bench-feed bench-outbox bench-json bench-trades bench-shelf bench-portability bench-photos bench-idempotency bench-events bench-push bench-growth bench-roundtrip bench-summary seed stop-test-db clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -149,6 +149,7 @@ bench: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench photos
 	$(SWIFT) run -c release --skip-build BookwormBench idempotency
 	$(SWIFT) run -c release --skip-build BookwormBench events
+	$(SWIFT) run -c release --skip-build BookwormBench push
 	$(SWIFT) run -c release --skip-build BookwormBench roundtrip
 	$(SWIFT) run -c release --skip-build BookwormBench growth
 	@echo; echo "Summary (every benchmark's .bookworm/bench/results/*.json), also written to docs/benchmarks.md:"
@@ -189,6 +190,9 @@ bench-idempotency: bench-build
 
 bench-events: bench-build
 	$(SWIFT) run -c release --skip-build BookwormBench events
+
+bench-push: bench-build
+	$(SWIFT) run -c release --skip-build BookwormBench push
 
 # p50/p99 of five paths at 100k, 1M and 5M copies (each size its own cluster under .bookworm/growth;
 # the first run seeds them: about an hour on two cores, 5M alone took 31 to 82 minutes here).

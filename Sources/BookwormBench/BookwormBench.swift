@@ -7,7 +7,7 @@ struct BookwormBench: AsyncParsableCommand {
         commandName: "BookwormBench",
         abstract: "Benchmarks that print the service's figures side by side with their reference.",
         subcommands: [Hashing.self, Catalog.self, NearbyCommand.self, FeedCommand.self, OutboxCommand.self, JSONCommand.self,
-                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, IdempotencyCommand.self, EventsCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
+                      TradesCommand.self, ShelfCommand.self, PortabilityCommand.self, PhotosCommand.self, IdempotencyCommand.self, EventsCommand.self, PushCommand.self, GrowthCommand.self, RoundTripCommand.self, SummaryCommand.self]
     )
 }
 
@@ -184,6 +184,19 @@ struct EventsCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await EventsBenchmark(idleStreams: streams, rounds: rounds, port: port).run()
+    }
+}
+
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push", abstract: "One push worker sending 10,000 pushes to a fake APNs over HTTP/2, beside async-http-client alone.")
+
+    @Option(help: "Pushes per round.") var pushes = 10_000
+    @Option(help: "Rounds of each side, alternating.") var rounds = 3
+    @Option(help: "Port for the server under test (it holds the database).") var port = 18_080
+
+    func run() async throws {
+        try await PushBenchmark(pushes: pushes, rounds: rounds, port: port).run()
     }
 }
 

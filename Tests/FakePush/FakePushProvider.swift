@@ -109,6 +109,13 @@ package final class FakePushProvider: Sendable {
         return fake
     }
 
+    /// The variables an operator sets to push through this provider (README, Push notifications).
+    package var environment: [String: String] {
+        ["APNS_KEY_FILE": keyFile, "APNS_KEY_ID": keyID, "APNS_TEAM_ID": teamID, "APNS_TOPIC": topic, "APNS_URL": url,
+         "APNS_SANDBOX_URL": sandboxURL, "APNS_CA_FILE": caFile, "FCM_SERVICE_ACCOUNT_FILE": serviceAccountFile, "FCM_URL": url,
+         "BOOKWORM_PUSH_TIMEOUT_SECONDS": "1"]
+    }
+
     package func stop() {
         task.withLockedValue { $0?.cancel() }
     }
