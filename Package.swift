@@ -152,6 +152,8 @@ let package = Package(
             ],
             path: "Tests/FakePush"
         ),
+        // `swift run fake-push`: that fake on this machine, to try push by hand (README).
+        .executableTarget(name: "fake-push", dependencies: ["FakePush"], path: "Tests/FakePushTool"),
         // Helpers every test target shares: a database per test, the app, a real SMTP sink, a manual clock.
         .target(
             name: "BookwormTestSupport",

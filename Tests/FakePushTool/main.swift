@@ -1,0 +1,24 @@
+import FakePush
+import Foundation
+
+/// `swift run fake-push [FILE]`: a fake APNs and FCM on this machine, to try push locally. Writes
+/// the variables that point `bookworm` at it to FILE (default `.bookworm/fake-push.env`) and
+/// prints every push it accepts.
+let file = CommandLine.arguments.dropFirst().first ?? ".bookworm/fake-push.env"
+let fake = try await FakePushProvider.start()
+var environment = fake.environment
+environment["BOOKWORM_PUSH_TIMEOUT_SECONDS"] = nil
+let lines = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+print("fake APNs and FCM at \(fake.url); the variables for bookworm are in \(file)")
+print("waiting for pushes (^C to stop)…")
+var shown = 0
+while true {
+    let received = fake.received
+    for push in received.dropFirst(shown) {
+        print("\(push.provider) push to \(push.token.prefix(12))…: kind=\(push.kind) id=\(push.id) title=\(push.title.debugDescription)")
+    }
+    shown = received.count
+    try await Task.sleep(for: .milliseconds(200))
+}
