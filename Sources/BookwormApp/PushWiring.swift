@@ -11,7 +11,7 @@ import ServiceLifecycle
 package func pushWorker(client: Database, config: Config, logger: Logger) throws -> (transport: PushTransport, runner: JobRunner)? {
     guard !config.push.platforms.isEmpty else { return nil }
     let transport = try PushTransport(settings: config.push, clock: config.clock, logger: logger)
-    let sender = PushSender(store: PushStore(client: client, logger: logger), transport: transport, maxAttempts: config.push.maxAttempts,
+    let sender = PushSender(store: PushStore(client: client, logger: logger), transport: transport, settings: config.push,
                             clock: config.clock, logger: logger)
     return (transport, JobRunner(client: client, batch: sender, batchSize: config.push.batchSize, logger: logger, clock: config.clock))
 }

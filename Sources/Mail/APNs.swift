@@ -82,20 +82,37 @@ struct APNsSender: Sendable {
         request.headers.add(name: "apns-priority", value: "10")
         request.headers.add(name: "content-type", value: "application/json")
         if let collapse = push.collapseID { request.headers.add(name: "apns-collapse-id", value: collapse) }
-        let payload: [String: Any] = ["aps": ["alert": ["title": push.title, "body": push.body], "sound": "default"],
-                                      "data": ["kind": push.kind, "id": push.objectID]]
-        guard let body = try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]) else {
-            return .rejected("payload not encodable")
+        var json = JSONWriter(capacity: 256)
+        json.object { payload in
+            payload.key("aps")
+            payload.object { aps in
+                aps.key("alert")
+                aps.object { alert in
+                    alert.key("body")
+                    alert.string(push.body)
+                    alert.key("title")
+                    alert.string(push.title)
+                }
+                aps.key("sound")
+                aps.string("default")
+            }
+            payload.key("data")
+            payload.object { data in
+                data.key("id")
+                data.string(push.objectID)
+                data.key("kind")
+                data.string(push.kind)
+            }
         }
-        request.body = .bytes(ByteBuffer(bytes: body))
+        request.body = .bytes(json.withBytes { ByteBuffer(bytes: $0) })
         do {
             var token = try await tokens.token()
             for attempt in 0..<2 {
                 request.headers.replaceOrAdd(name: "authorization", value: "bearer \(token)")
                 let (status, headers, answer) = try await PushHTTP.execute(request, http: http, timeout: timeout)
+                if status == 200 { return .sent }
                 let reason = (try? JSONDecoder().decode([String: String].self, from: answer))?["reason"] ?? ""
                 switch (status, reason) {
-                case (200, _): return .sent
                 case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"): return .gone
                 case (403, "ExpiredProviderToken") where attempt == 0:
                     token = try await tokens.renew(replacing: token)

@@ -83,9 +83,9 @@ struct FCMSender: Sendable {
             for attempt in 0..<2 {
                 request.headers.replaceOrAdd(name: "authorization", value: "Bearer \(token)")
                 let (status, headers, answer) = try await PushHTTP.execute(request, http: http, timeout: timeout)
+                if status == 200 { return .sent }
                 let code = Self.errorCode(answer)
                 switch (status, code) {
-                case (200, _): return .sent
                 case (_, "UNREGISTERED"): return .gone
                 case (401, _) where attempt == 0:
                     token = try await tokens.renew(replacing: token)

@@ -67,8 +67,11 @@ package struct PushSettings: Sendable {
     package var caFile: String?
     /// A provider that has not answered by then is tried again later.
     package var timeoutSeconds = 10
-    /// Pushes claimed and sent at once, over one HTTP/2 connection per provider.
-    package var batchSize = 100
+    /// Pushes claimed at once: their claim and outcomes are one statement each.
+    package var batchSize = 500
+    /// Requests in flight at once, over one HTTP/2 connection per provider (APNs and NIO servers
+    /// allow 100 concurrent streams on a connection by default).
+    package var inFlight = 100
     /// After this many tries a push is dropped: news that late is no longer news.
     package var maxAttempts = 8
 

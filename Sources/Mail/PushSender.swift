@@ -11,13 +11,15 @@ package struct PushSender: BatchJobHandler {
     let store: PushStore
     let transport: PushTransport
     let maxAttempts: Int
+    let window: PushWindow
     let clock: any AppClock
     let logger: Logger
 
-    package init(store: PushStore, transport: PushTransport, maxAttempts: Int, clock: any AppClock, logger: Logger) {
+    package init(store: PushStore, transport: PushTransport, settings: PushSettings, clock: any AppClock, logger: Logger) {
         self.store = store
         self.transport = transport
-        self.maxAttempts = maxAttempts
+        self.maxAttempts = settings.maxAttempts
+        self.window = PushWindow(settings.inFlight)
         self.clock = clock
         self.logger = logger
     }
@@ -32,19 +34,31 @@ package struct PushSender: BatchJobHandler {
         }
         var outcomes: [UUID: JobOutcome] = [:]
         var gone: [UUID] = []
-        await withTaskGroup(of: (PushJob, PushResult?).self) { group in
+        var tally: [[String]: Int] = [:]
+        // `inFlight` requests at once, shared with the next batch, which the runner starts while
+        // this one's last requests finish: the connection never idles between batches.
+        await withTaskGroup(of: (PushJob, PushResult).self) { group in
             for push in pushes {
                 guard let device = push.device else {
                     outcomes[push.jobID] = .done
                     continue
                 }
-                group.addTask { (push, await transport.send(push, to: device)) }
+                await window.acquire()
+                group.addTask { [window, transport] in
+                    let result = await transport.send(push, to: device)
+                    await window.release()
+                    return (push, result)
+                }
             }
             for await (push, result) in group {
-                guard let result else { continue }
-                outcomes[push.jobID] = outcome(push, result)
+                let (outcome, counted) = self.outcome(push, result)
+                outcomes[push.jobID] = outcome
+                tally[[push.provider, counted], default: 0] += 1
                 if result == .gone, let device = push.device { gone.append(device.id) }
             }
+        }
+        for (key, count) in tally {
+            Counter(label: "bookworm_push_sent_total", dimensions: [("provider", key[0]), ("result", key[1])]).increment(by: count)
         }
         do {
             try await store.deleteDevices(gone)
@@ -54,22 +68,47 @@ package struct PushSender: BatchJobHandler {
         return outcomes
     }
 
-    private func outcome(_ push: PushJob, _ result: PushResult) -> JobOutcome {
-        var counted = result.metricResult
-        defer { Counter(label: "bookworm_push_sent_total", dimensions: [("provider", push.provider), ("result", counted)]).increment() }
+    /// The job's outcome, and the result the metric counts.
+    private func outcome(_ push: PushJob, _ result: PushResult) -> (JobOutcome, String) {
         switch result {
         case .sent, .gone:
-            return .done
+            return (.done, result.metricResult)
         case .rejected(let why):
             logger.warning("push refused", metadata: ["provider": .string(push.provider), "reason": .string(why)])
-            return .done
+            return (.done, result.metricResult)
         case .retry(let after, let why):
             guard push.attempts < maxAttempts else {
-                counted = "gave_up"
                 logger.warning("push dropped after its last try", metadata: ["provider": .string(push.provider), "reason": .string(why)])
-                return .done
+                return (.done, "gave_up")
             }
-            return .retry(at: clock.now().addingTimeInterval(after ?? JobRunner.backoff(attempts: push.attempts)), reason: why)
+            return (.retry(at: clock.now().addingTimeInterval(after ?? JobRunner.backoff(attempts: push.attempts)), reason: why),
+                    result.metricResult)
+        }
+    }
+}
+
+/// At most `limit` requests in flight across the batches a sender runs; the rest wait in turn.
+actor PushWindow {
+    private var free: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(_ limit: Int) {
+        free = max(1, limit)
+    }
+
+    func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if waiters.isEmpty {
+            free += 1
+        } else {
+            waiters.removeFirst().resume()
         }
     }
 }

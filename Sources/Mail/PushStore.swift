@@ -63,7 +63,7 @@ package struct PushStore: Sendable {
             SELECT j.id, j.payload->>'provider', j.payload->>'title', j.payload->>'body', j.payload->>'kind', j.payload->>'id',
                    j.payload->>'collapse', d.id, d.token, d.environment = 'sandbox'
             FROM jobs j LEFT JOIN devices d ON d.id = (j.payload->>'device')::uuid
-            WHERE j.id = ANY(\(jobs.map(\.id))) AND j.kind = 'push'
+            WHERE j.id = ANY(\(jobs.map(\.id)))
             """, logger: logger)
         var loaded: [PushJob] = []
         for try await row in rows.decode((UUID, String, String, String, String, String, String?, UUID?, String?, Bool?).self) {

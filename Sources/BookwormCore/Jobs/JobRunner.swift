@@ -129,16 +129,27 @@ package struct JobRunner: Service {
         return (jobs.count, dueAgain)
     }
 
+    /// Batches of one kind until none is due, two at a time: while one batch's last jobs finish,
+    /// the next is claimed and started, so the handler's connection never waits on the database.
     private func runTogether(_ handler: any BatchJobHandler) async throws -> (claimed: Int, dueAgain: Bool) {
-        let jobs = try await store.claim(kinds: [handler.kind], worker: id, batch: batchSize, lease: lease)
-        guard !jobs.isEmpty else { return (0, false) }
-        Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", handler.kind)]).increment(by: jobs.count)
-        let outcomes = await handler.run(jobs)
-        let now = clock.now()
-        try await store.finish(jobs.map { job in
-            (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
-        }, worker: id)
-        return (jobs.count, false)
+        let (kinds, worker, size, lease) = ([handler.kind], id, batchSize, lease)
+        let first = try await store.claim(kinds: kinds, worker: worker, batch: size, lease: lease)
+        var current = first
+        var running = first.isEmpty ? nil : Task { await handler.run(first) }
+        var claimed = 0
+        while let run = running {
+            claimed += current.count
+            Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", handler.kind)]).increment(by: current.count)
+            let next = current.count == size ? try await store.claim(kinds: kinds, worker: worker, batch: size, lease: lease) : []
+            running = next.isEmpty ? nil : Task { await handler.run(next) }
+            let outcomes = await run.value
+            let now = clock.now()
+            try await store.finish(current.map { job in
+                (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
+            }, worker: worker)
+            current = next
+        }
+        return (claimed, false)
     }
 
     /// Seconds before a failed job's next try: 30 s doubling to an hour, jittered.

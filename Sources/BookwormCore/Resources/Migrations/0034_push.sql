@@ -37,5 +37,6 @@ CREATE TRIGGER users_session_fields_notify
     AFTER UPDATE OF email, username, display_name, bio, password_hash, email_verified_at, alerts, suspended_at, push_off ON users
     FOR EACH ROW EXECUTE FUNCTION bookworm_notify_session_owner();
 
--- Pushes waiting in `jobs` (kind `push`), by provider, for `bookworm push stats`.
-CREATE INDEX jobs_push_idx ON jobs ((payload->>'provider'), run_at) WHERE kind = 'push';
+-- A runner of one kind (the push worker) claims by kind in run order: without this, a claim read
+-- every row of the kind, dead ones too, and sorted them (20 to 140 ms a batch of 500 at 10,000).
+CREATE INDEX jobs_kind_due_idx ON jobs (kind, run_at);
