@@ -23,6 +23,11 @@ package struct DevicesService: Sendable {
         try await client.transaction(logger: logger) { connection in
             try await connection.query("SELECT 1 FROM users WHERE id = \(session.user.id) FOR NO KEY UPDATE", logger: logger)
             let holder = try await store.holder(platform: platform, token: token, on: connection)
+            // A phone that changes accounts is a new device: pushes queued for the old account,
+            // which name its trades and books, go with the old row and never reach the new one.
+            if let holder, holder != session.user.id {
+                try await store.delete(platform: platform, token: token, on: connection)
+            }
             let device = try await store.upsert(user: session.user.id, session: session.sessionID, platform: platform, token: token,
                                                 environment: environment, now: clock.now(), on: connection)
             try await store.trim(user: session.user.id, keep: DeviceValidation.perUser, on: connection)

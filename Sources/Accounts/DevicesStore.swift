@@ -24,17 +24,18 @@ struct DevicesStore: Sendable {
         return nil
     }
 
-    /// Registers the token for `session`, taking it over from whoever held it. A phone that
-    /// moves to another account is new to it; one registered again keeps its place.
+    func delete(platform: String, token: String, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM devices WHERE platform = \(platform) AND token = \(token)", logger: logger)
+    }
+
+    /// Registers the token for `session`; one registered again by its user keeps its id and place.
     func upsert(user: UUID, session: UUID, platform: String, token: String, environment: String, now: Date,
                 on connection: PostgresConnection) async throws -> DeviceView {
         let rows = try await connection.query("""
             INSERT INTO devices AS d (user_id, session_id, platform, environment, token, created_at)
             VALUES (\(user), \(session), \(platform), \(environment), \(token), \(now))
-            ON CONFLICT (platform, token) DO UPDATE SET
-                session_id = EXCLUDED.session_id, environment = EXCLUDED.environment,
-                created_at = CASE WHEN d.user_id = EXCLUDED.user_id THEN d.created_at ELSE EXCLUDED.created_at END,
-                user_id = EXCLUDED.user_id
+            ON CONFLICT (platform, token) DO UPDATE SET session_id = EXCLUDED.session_id, environment = EXCLUDED.environment
+            WHERE d.user_id = EXCLUDED.user_id
             RETURNING \(unescaped: Self.columns)
             """, logger: logger)
         for try await row in rows.decode(Row.self) { return Self.view(row, session: session) }

@@ -13,7 +13,8 @@ package func pushWorker(client: Database, config: Config, logger: Logger) throws
     let transport = try PushTransport(settings: config.push, clock: config.clock, logger: logger)
     let sender = PushSender(store: PushStore(client: client, logger: logger), transport: transport, settings: config.push,
                             clock: config.clock, logger: logger)
-    return (transport, JobRunner(client: client, batch: sender, batchSize: config.push.batchSize, logger: logger, clock: config.clock))
+    return (transport, JobRunner(client: client, batch: sender, batchSize: config.push.batchSize, lease: config.push.lease, logger: logger,
+                                 clock: config.clock))
 }
 
 /// As services, in the order to start them.

@@ -58,7 +58,8 @@ struct PushBenchmark {
         let transport = try PushTransport(settings: settings, clock: SystemClock(), logger: logger)
         let sender = PushSender(store: PushStore(client: db, logger: logger), transport: transport, settings: settings,
                                 clock: SystemClock(), logger: logger)
-        let runner = JobRunner(client: db, batch: sender, batchSize: settings.batchSize, logger: logger, clock: SystemClock())
+        let runner = JobRunner(client: db, batch: sender, batchSize: settings.batchSize, lease: settings.lease, logger: logger,
+                               clock: SystemClock())
         let start = ContinuousClock.now
         while try await runner.runDue() > 0 {}
         let seconds = (ContinuousClock.now - start).seconds

@@ -130,8 +130,9 @@ struct AlertMail: Sendable {
         var pushes: [PushMessage] = []
         for theirs in Dictionary(grouping: written, by: \.user).values {
             guard let first = theirs.first else { continue }
-            // The phone hears at once whatever the mail preference (push has its own switch).
-            pushes.append(Self.push(theirs))
+            // Instant alerts push too (unverified addresses included: the phone is not the mail);
+            // a digest's are told by the digest.
+            if first.preference == "instant" { pushes.append(Self.push(theirs)) }
             switch (first.preference, first.verified) {
             case ("daily", true):
                 continue

@@ -30,9 +30,11 @@ struct FCMSender: Sendable {
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
     let settings: FCMSettings
     let tokens: ProviderToken
+    let clock: any AppClock
 
     init(settings: FCMSettings, clock: any AppClock, http: HTTPClient, timeout: TimeAmount) throws {
         self.settings = settings
+        self.clock = clock
         let account = settings.account
         let key = try Insecure.RSA.PrivateKey(pem: account.privateKey)
         let keys = JWTKeyCollection()
@@ -90,7 +92,8 @@ struct FCMSender: Sendable {
                 case (401, _) where attempt == 0:
                     token = try await tokens.renew(replacing: token)
                     continue
-                default: return PushHTTP.classify(status: status, headers: headers, reason: code)
+                case (401, _): return .retry(after: nil, reason: "a fresh access token was refused too")
+                default: return PushHTTP.classify(status: status, headers: headers, reason: code, now: clock.now())
                 }
             }
             return .retry(after: nil, reason: "access token refused twice")

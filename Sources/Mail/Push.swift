@@ -1,6 +1,7 @@
 import BookwormCore
 import Foundation
 import JWTKit
+import NIOSSL
 
 /// A push a room queues for a user, in the transaction of what it tells. It goes to each of the
 /// user's devices whose provider is configured, unless the user turned its `category` off.
@@ -75,6 +76,12 @@ package struct PushSettings: Sendable {
     /// After this many tries a push is dropped: news that late is no longer news.
     package var maxAttempts = 8
 
+    /// How long a claimed batch stays a worker's: two batches are out at once, and a push may
+    /// take four requests (a token grant, the push, a renewal, the push again), each up to the timeout.
+    package var lease: TimeInterval {
+        max(300, Double(2 * batchSize / max(1, inFlight) * 4 * timeoutSeconds) + 60)
+    }
+
     package init() {}
 
     /// The platforms whose devices get pushes.
@@ -83,8 +90,10 @@ package struct PushSettings: Sendable {
     package static func fromEnvironment(_ reader: EnvironmentReader) throws -> PushSettings {
         var settings = PushSettings()
         settings.caFile = try reader.string("APNS_CA_FILE").map { path in
-            guard FileManager.default.isReadableFile(atPath: path) else {
-                throw ConfigError(variable: "APNS_CA_FILE", message: "cannot read \(path)")
+            do {
+                _ = try NIOSSLCertificate.fromPEMFile(path)
+            } catch {
+                throw ConfigError(variable: "APNS_CA_FILE", message: "expected a PEM certificate file, could not read \(path): \(error)")
             }
             return path
         }

@@ -18,7 +18,8 @@ package struct PushAdmin: Sendable {
         let rows = try await client.query("""
             SELECT payload->>'provider',
                    CASE WHEN lease_until > \(now) THEN 'sending' WHEN attempts = 0 THEN 'queued' ELSE 'retrying' END AS status,
-                   count(*)::int8, coalesce(EXTRACT(EPOCH FROM \(now) - min(created_at)), 0)::float8, coalesce(max(last_error), '')
+                   count(*)::int8, coalesce(EXTRACT(EPOCH FROM \(now) - min(created_at)), 0)::float8,
+                   coalesce((array_agg(last_error ORDER BY run_at DESC) FILTER (WHERE last_error IS NOT NULL))[1], '')
             FROM jobs WHERE kind = 'push'
             GROUP BY 1, 2 ORDER BY 1, 2
             """, logger: logger)

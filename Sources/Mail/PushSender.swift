@@ -35,8 +35,8 @@ package struct PushSender: BatchJobHandler {
         var outcomes: [UUID: JobOutcome] = [:]
         var gone: [UUID] = []
         var tally: [[String]: Int] = [:]
-        // `inFlight` requests at once, shared with the next batch, which the runner starts while
-        // this one's last requests finish: the connection never idles between batches.
+        // `inFlight` requests at once, shared with the next batch, which the runner has already
+        // started: as this one's last requests finish, the next one's take their places.
         await withTaskGroup(of: (PushJob, PushResult).self) { group in
             for push in pushes {
                 guard let device = push.device else {

@@ -40,7 +40,7 @@ package struct PushStore: Sendable {
         let rows = try await connection.query("""
             INSERT INTO jobs (kind, key, run_at, payload)
             SELECT 'push', gen_random_uuid()::text, '-infinity',
-                   jsonb_build_object('device', d.id, 'provider', d.platform, 'title', m.title, 'body', m.body,
+                   jsonb_build_object('device', d.id, 'user', d.user_id, 'provider', d.platform, 'title', m.title, 'body', m.body,
                                       'kind', m.kind, 'id', m.object, 'collapse', NULLIF(m.collapse, ''))
             FROM unnest(\(messages.map(\.userID))::uuid[], \(messages.map(\.category))::text[], \(messages.map(\.title))::text[],
                         \(messages.map(\.body))::text[], \(messages.map(\.kind))::text[], \(messages.map(\.objectID))::uuid[],
@@ -62,7 +62,7 @@ package struct PushStore: Sendable {
         let rows = try await client.query("""
             SELECT j.id, j.payload->>'provider', j.payload->>'title', j.payload->>'body', j.payload->>'kind', j.payload->>'id',
                    j.payload->>'collapse', d.id, d.token, d.environment = 'sandbox'
-            FROM jobs j LEFT JOIN devices d ON d.id = (j.payload->>'device')::uuid
+            FROM jobs j LEFT JOIN devices d ON d.id = (j.payload->>'device')::uuid AND d.user_id = (j.payload->>'user')::uuid
             WHERE j.id = ANY(\(jobs.map(\.id)))
             """, logger: logger)
         var loaded: [PushJob] = []

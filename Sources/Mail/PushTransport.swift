@@ -89,19 +89,19 @@ enum PushHTTP {
 
     /// 429 and 5xx are tried again (after the provider's `Retry-After` when it gives one); any
     /// other 4xx is the push's own fault and never is.
-    static func classify(status: Int, headers: HTTPHeaders, reason: String) -> PushResult {
+    static func classify(status: Int, headers: HTTPHeaders, reason: String, now: Date) -> PushResult {
         let why = "\(status)\(reason.isEmpty ? "" : " \(reason)")"
         guard status == 429 || status >= 500 else { return .rejected(why) }
-        return .retry(after: headers.first(name: "retry-after").flatMap(retryAfter), reason: why)
+        return .retry(after: headers.first(name: "retry-after").flatMap { retryAfter($0, now: now) }, reason: why)
     }
 
-    /// Seconds, or an HTTP date.
-    static func retryAfter(_ value: String) -> TimeInterval? {
+    /// Seconds, or an HTTP date (read against the app's clock).
+    static func retryAfter(_ value: String, now: Date) -> TimeInterval? {
         if let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return min(seconds, 86400) }
         let format = DateFormatter()
         format.locale = Locale(identifier: "en_US_POSIX")
         format.timeZone = TimeZone(identifier: "GMT")
         format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return format.date(from: value).map { min(max(0, $0.timeIntervalSinceNow), 86400) }
+        return format.date(from: value).map { min(max(0, $0.timeIntervalSince(now)), 86400) }
     }
 }

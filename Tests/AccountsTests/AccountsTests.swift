@@ -23,7 +23,7 @@ import Testing
             #expect(user["email"] as? String == "Ann.Reader@Example.ORG")
             #expect(user["email_verified"] as? Bool == false)
             #expect(user["password_hash"] == nil)
-            #expect(Set(user.keys) == ["id", "email", "email_verified", "username", "display_name", "bio", "created_at", "alerts"])
+            #expect(Set(user.keys) == ["id", "email", "email_verified", "username", "display_name", "bio", "created_at", "alerts", "push"])
             let token = try #require(body["token"] as? String)
             #expect(token.count >= 43)
             #expect(body["expires_at"] is String)

@@ -81,6 +81,49 @@ import Testing
         }
     }
 
+    /// A wrong `APNS_TOPIC` is answered `DeviceTokenNotForTopic` for every phone: nobody's device goes.
+    @Test func aTopicRefusalKeepsTheDevice() async throws {
+        try await withPushApp { app, fake in
+            let token = FakePushProvider.apnsToken()
+            fake.script(token, [.status(400, reason: "DeviceTokenNotForTopic")])
+            let (owner, _) = try await requestedTrade(app, token: token)
+            try await app.sendPushes(fake)
+            #expect(fake.attempts(token) == 1 && fake.received.isEmpty)
+            #expect(try await app.queuedPushes().isEmpty)
+            let devices = try await app.request(.get, "/v1/me/devices", token: owner.token).jsonObject()["data"] as? [[String: Any]]
+            #expect(devices?.count == 1)
+        }
+    }
+
+    /// Pushes queued for one account never reach the next account that signs in on the phone.
+    @Test func aPhoneThatChangesAccountsGetsNoneOfTheOldAccountsPushes() async throws {
+        try await withPushApp { app, fake in
+            let token = FakePushProvider.apnsToken()
+            _ = try await requestedTrade(app, token: token)
+            let next = try await app.registerTrader()
+            #expect(try await app.registerDevice(next.token, token: token).status == .created)
+            #expect(try await app.queuedPushes().isEmpty)
+            _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(next.token, title: "Emma"))
+            try await app.sendPushes(fake)
+            #expect(fake.received.map(\.title).count == 1)
+            #expect(fake.received.first?.title.contains("Emma") == true)
+        }
+    }
+
+    /// Many batches, two out at once: every push goes out once and every job is finished.
+    @Test func batchesOverlapAndEachPushGoesOnce() async throws {
+        try await withPushApp { app, fake in
+            let owner = try await app.registerTrader()
+            let tokens = (0..<7).map { _ in FakePushProvider.apnsToken() }
+            for token in tokens { #expect(try await app.registerDevice(owner.token, token: token).status == .created) }
+            _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
+            #expect(try await app.queuedPushes().count == 7)
+            try await app.sendPushes(fake, batchSize: 2)
+            #expect(fake.received.map(\.token).sorted() == tokens.sorted())
+            #expect(try await app.queuedPushes().isEmpty)
+        }
+    }
+
     @Test func anExpiredProviderTokenIsRenewedAndThePushSentOnce() async throws {
         try await withPushApp { app, fake in
             let token = FakePushProvider.apnsToken()
@@ -154,13 +197,14 @@ import Testing
             fake.script(silent, [.silent])
             fake.script(refused, [.status(400, reason: "PayloadTooLarge")])
             for token in [failing, silent, refused] { _ = try await requestedTrade(app, token: token) }
-            try await app.sendPushes(fake)
+            // The silent provider is waited out: a short timeout, so the test does not wait long.
+            try await app.sendPushes(fake, timeout: 3)
             let waiting = try await app.queuedPushes()
             #expect(waiting.count == 2)
             #expect(waiting.allSatisfy { $0.attempts == 1 && $0.dueIn >= 20 })
             for _ in 0..<3 {
                 app.clock.advance(by: 3600)
-                try await app.sendPushes(fake)
+                try await app.sendPushes(fake, timeout: 3)
             }
             #expect(Set(fake.received.map(\.token)) == [failing, silent])
             #expect(fake.attempts(failing) == 3 && fake.attempts(silent) == 2 && fake.attempts(refused) == 1)

@@ -37,8 +37,9 @@ import Testing
             #expect(fake.received.isEmpty)
             #expect(try await app.queuedPushes().count == tokens.count)
 
-            // Past the dead worker's lease (real time, 5 minutes), another worker sends them all.
-            app.clock.advance(by: 600)
+            // Past the dead worker's lease (real time; with its 120 s timeout, PushSettings.lease is
+            // 81 minutes), another worker sends them all.
+            app.clock.advance(by: 3 * 3600)
             try await app.sendPushes(fake)
             #expect(fake.received.map(\.token).sorted() == tokens.sorted())
             #expect(try await app.queuedPushes().isEmpty)

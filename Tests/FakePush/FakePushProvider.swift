@@ -113,7 +113,7 @@ package final class FakePushProvider: Sendable {
     package var environment: [String: String] {
         ["APNS_KEY_FILE": keyFile, "APNS_KEY_ID": keyID, "APNS_TEAM_ID": teamID, "APNS_TOPIC": topic, "APNS_URL": url,
          "APNS_SANDBOX_URL": sandboxURL, "APNS_CA_FILE": caFile, "FCM_SERVICE_ACCOUNT_FILE": serviceAccountFile, "FCM_URL": url,
-         "BOOKWORM_PUSH_TIMEOUT_SECONDS": "1"]
+         "BOOKWORM_PUSH_TIMEOUT_SECONDS": "10"]
     }
 
     package func stop() {

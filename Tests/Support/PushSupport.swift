@@ -8,8 +8,12 @@ import NIOConcurrencyHelpers
 @testable import BookwormApp
 
 extension FakePushProvider {
-    func settings() throws -> PushSettings {
-        try PushSettings.fromEnvironment(EnvironmentReader(env: environment))
+    /// The settings those variables make; a test that waits out a silent provider shortens the timeout.
+    func settings(timeout: Int = 10, batchSize: Int? = nil) throws -> PushSettings {
+        var settings = try PushSettings.fromEnvironment(EnvironmentReader(env: environment.merging(
+            ["BOOKWORM_PUSH_TIMEOUT_SECONDS": String(timeout)]) { $1 }))
+        if let batchSize { settings.batchSize = batchSize }
+        return settings
     }
 
     /// A device token of each kind, unique to the test.
@@ -36,10 +40,11 @@ func withPushApp(configure: @Sendable @escaping (inout Config) -> Void = { _ in 
 
 extension TestApp {
     /// The push worker on this test's database and clock, for the length of `body`.
-    func withPushWorker<T: Sendable>(_ fake: FakePushProvider, _ body: (JobRunner, PushTransport) async throws -> T) async throws -> T {
+    func withPushWorker<T: Sendable>(_ fake: FakePushProvider, timeout: Int = 10, batchSize: Int? = nil,
+                                     _ body: (JobRunner, PushTransport) async throws -> T) async throws -> T {
         var config = Config.forTests(settings)
         config.clock = clock
-        config.push = try fake.settings()
+        config.push = try fake.settings(timeout: timeout, batchSize: batchSize)
         guard let worker = try pushWorker(client: db, config: config, logger: Logger(label: "test-push")) else {
             throw TestFailure("push is off")
         }
@@ -55,8 +60,8 @@ extension TestApp {
 
     /// Sends what is due, as a worker would, until nothing more is; returns the tokens made (APNs, FCM).
     @discardableResult
-    func sendPushes(_ fake: FakePushProvider) async throws -> (apns: Int, fcm: Int) {
-        try await withPushWorker(fake) { runner, transport in
+    func sendPushes(_ fake: FakePushProvider, timeout: Int = 10, batchSize: Int? = nil) async throws -> (apns: Int, fcm: Int) {
+        try await withPushWorker(fake, timeout: timeout, batchSize: batchSize) { runner, transport in
             while try await runner.runDue() > 0 {}
             return await transport.tokensMade()
         }

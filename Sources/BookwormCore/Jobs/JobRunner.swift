@@ -52,13 +52,16 @@ package struct JobRunner: Service {
         self.clock = clock
     }
 
-    /// A runner of one batch kind, `batchSize` jobs at a time.
-    package init(client: Database, batch handler: any BatchJobHandler, batchSize: Int, logger: Logger, clock: any AppClock) {
+    /// A runner of one batch kind, `batchSize` jobs at a time, each leased for `lease` seconds
+    /// (two batches are out at once: the lease must cover both).
+    package init(client: Database, batch handler: any BatchJobHandler, batchSize: Int, lease: TimeInterval, logger: Logger,
+                 clock: any AppClock) {
         self.client = client
         self.store = JobStore(client: client, logger: logger, clock: clock)
         self.handlers = [:]
         self.batchHandler = handler
         self.batchSize = batchSize
+        self.lease = lease
         self.logger = logger
         self.clock = clock
     }
@@ -129,28 +132,47 @@ package struct JobRunner: Service {
         return (jobs.count, dueAgain)
     }
 
-    /// Batches of one kind until none is due, two at a time: while one batch's last jobs finish,
-    /// the next is claimed and started, so the handler's connection never waits on the database.
+    /// Up to `batchesPerCall` batches of one kind, two at a time: the next batch is claimed as
+    /// soon as one starts, and started at once (the handler shares its own window between them),
+    /// so the handler's connection never waits on the database between batches. `dueAgain` when the last batch was full (the runner goes on at once, having
+    /// looked at its stop flag). A batch started is always awaited and its outcomes written.
     private func runTogether(_ handler: any BatchJobHandler) async throws -> (claimed: Int, dueAgain: Bool) {
         let (kinds, worker, size, lease) = ([handler.kind], id, batchSize, lease)
         let first = try await store.claim(kinds: kinds, worker: worker, batch: size, lease: lease)
         var current = first
         var running = first.isEmpty ? nil : Task { await handler.run(first) }
-        var claimed = 0
+        var (claimed, batches, last, failure): (Int, Int, Int, (any Error)?) = (0, 0, 0, nil)
         while let run = running {
             claimed += current.count
+            last = current.count
+            batches += 1
             Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", handler.kind)]).increment(by: current.count)
-            let next = current.count == size ? try await store.claim(kinds: kinds, worker: worker, batch: size, lease: lease) : []
-            running = next.isEmpty ? nil : Task { await handler.run(next) }
+            var next: [ClaimedJob] = []
+            if current.count == size, batches < Self.batchesPerCall, failure == nil {
+                do {
+                    next = try await store.claim(kinds: kinds, worker: worker, batch: size, lease: lease)
+                } catch {
+                    failure = error
+                }
+            }
+            running = next.isEmpty ? nil : Task { [next] in await handler.run(next) }
             let outcomes = await run.value
             let now = clock.now()
-            try await store.finish(current.map { job in
-                (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
-            }, worker: worker)
+            do {
+                try await store.finish(current.map { job in
+                    (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
+                }, worker: worker)
+            } catch {
+                failure = failure ?? error
+            }
             current = next
         }
-        return (claimed, false)
+        if let failure { throw failure }
+        return (claimed, batches == Self.batchesPerCall && last == size)
     }
+
+    /// Batches one `runDue` call runs before the runner checks whether it should stop.
+    static let batchesPerCall = 8
 
     /// Seconds before a failed job's next try: 30 s doubling to an hour, jittered.
     package static func backoff(attempts: Int) -> TimeInterval {

@@ -27,6 +27,17 @@ CREATE TRIGGER sessions_revoked_devices
     FOR EACH ROW WHEN (OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL)
     EXECUTE FUNCTION devices_follow_session();
 
+-- A device's queued pushes go with it: they name the account's trades and books, and nobody may
+-- read them once the phone is signed out, moved to another account or erased.
+CREATE FUNCTION devices_drop_pushes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM jobs WHERE kind = 'push' AND (payload->>'device')::uuid IN (SELECT id FROM gone);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER devices_drop_pushes AFTER DELETE ON devices
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION devices_drop_pushes();
+
 -- The kinds of push a user turned off (`trades`, `alerts`, `contact`); all are on by default.
 ALTER TABLE users ADD COLUMN push_off text[] NOT NULL DEFAULT '{}'
     CHECK (push_off <@ ARRAY['trades', 'alerts', 'contact']);
