@@ -61,7 +61,8 @@ import Testing
             let test = try await app.bookworm(["push", "test", me.username], extra: fake.environment)
             #expect(test.status == 0)
             #expect(test.output.contains("1 of 1 test pushes"))
-            #expect(fake.received.map(\.kind) == ["test"])
+            // The command sends whatever else is due too (here the trade's push, due again on the real clock).
+            #expect(fake.received.filter { $0.kind == "test" }.count == 1)
             let off = try await app.bookworm(["push", "test", me.username])
             #expect(off.output.contains("Push is off"))
         }
