@@ -120,6 +120,7 @@ import Testing
             #expect(try await app.queuedPushes().count == 7)
             try await app.sendPushes(fake, batchSize: 2)
             #expect(fake.received.map(\.token).sorted() == tokens.sorted())
+            #expect(fake.connections == 1)
             #expect(try await app.queuedPushes().isEmpty)
         }
     }
