@@ -75,7 +75,9 @@ import Testing
                         return .serviceUnavailable
                     }
                 }
-                for try await status in group { #expect(status == .created) }
+                // A 503 can come after the registration committed (the answer's sync position could
+                // not be read in time): the retry then finds the phone registered, 200.
+                for try await status in group { #expect(status == .created || status == .ok) }
             }
             #expect(try await deviceIDs(app, me.token).count == 20)
         }

@@ -46,6 +46,39 @@ import Testing
         }
     }
 
+    /// A `bookworm worker` counts what became of its pushes on its `/metrics`.
+    @Test func theWorkerCountsPushesByProviderAndResult() async throws {
+        try await withPushApp { app, fake in
+            let gone = FakePushProvider.apnsToken()
+            fake.script(gone, [.status(410, reason: "Unregistered")])
+            for token in [FakePushProvider.apnsToken(), gone] { _ = try await requestedTradeForMetrics(app, token: token) }
+            let metricsPort = try ServerProcess.freePort()
+            let environment = fake.environment.merging([
+                "DATABASE_URL": app.settings.connectionURL, "LOG_LEVEL": "error", "BOOKWORM_METRICS_PORT": String(metricsPort),
+                "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("push-metrics-\(UUID().uuidString)").path,
+                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            ]) { $1 }
+            let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
+            defer {
+                kill(pid, SIGTERM)
+                ChildProcess.wait(pid)
+            }
+            var text = ""
+            let counted = try await eventually(within: 60) {
+                text = (try? rawRequest(port: metricsPort, "GET", "/metrics").body) ?? ""
+                return MetricsTests.sample(text, "bookworm_push_sent_total", ["provider=\"apns\"", "result=\"sent\""]) == 1
+                    && MetricsTests.sample(text, "bookworm_push_sent_total", ["provider=\"apns\"", "result=\"gone\""]) == 1
+            }
+            #expect(counted, "\(text.prefix(3000))")
+        }
+    }
+
+    private func requestedTradeForMetrics(_ app: TestApp, token: String) async throws -> String {
+        let owner = try await app.registerTrader()
+        #expect(try await app.registerDevice(owner.token, token: token).status == .created)
+        return try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
+    }
+
     @Test func theOperatorSeesTheQueueAndSendsATestPush() async throws {
         try await withPushApp { app, fake in
             let me = try await app.registerTrader()
