@@ -1,6 +1,8 @@
 import FakePush
 import Foundation
 import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
 import Testing
 @testable import BookwormCore
 @testable import Mail
@@ -254,6 +256,33 @@ import Testing
             #expect(fake.received.map(\.kind) == ["contact"])
             #expect(fake.received.first?.title == "\(asker.username) wrote to you")
             #expect(fake.received.first?.body.contains("Hello there") == false)
+        }
+    }
+
+    /// A trade for someone without a phone queues no push, and wakes no job runner anywhere.
+    @Test func anEventForSomeoneWithoutAPhoneWakesNoRunner() async throws {
+        try await withPushApp { app, _ in
+            let owner = try await app.registerTrader()
+            let asker = try await app.registerTrader()
+            let (first, second) = (try await app.copyID(owner.token), try await app.copyID(owner.token, title: "Two"))
+            let heard = NIOLockedValueBox<[String]>([])
+            let (ready, listening) = AsyncStream.makeStream(of: Void.self)
+            let listener = Task {
+                await app.db.listen("jobs", logger: Logger(label: "test-listen"), listening: { if $0 { listening.yield() } }) { payload in
+                    heard.withLockedValue { $0.append(payload) }
+                }
+            }
+            defer { listener.cancel() }
+            var iterator = ready.makeAsyncIterator()
+            await iterator.next()
+            _ = try await app.trade(asker.token, copy: first)
+            try await app.db.query("NOTIFY jobs, 'first'")
+            // The control: with a phone, the push's insert is heard.
+            #expect(try await app.registerDevice(owner.token, token: FakePushProvider.apnsToken()).status == .created)
+            _ = try await app.trade(asker.token, copy: second)
+            try await app.db.query("NOTIFY jobs, 'second'")
+            #expect(try await eventually(within: 30) { heard.withLockedValue { $0.last == "second" } })
+            #expect(heard.withLockedValue { $0 } == ["first", "", "second"])
         }
     }
 

@@ -51,3 +51,17 @@ CREATE TRIGGER users_session_fields_notify
 -- A runner of one kind (the push worker) claims by kind in run order: without this, a claim read
 -- every row of the kind, dead ones too, and sorted them (20 to 140 ms a batch of 500 at 10,000).
 CREATE INDEX jobs_kind_due_idx ON jobs (kind, run_at);
+
+-- An event pushes to everyone's devices through one INSERT … SELECT, which inserts nothing for
+-- someone without a phone: such a statement must not wake every runner of every process.
+CREATE OR REPLACE FUNCTION jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM added) THEN
+        PERFORM pg_notify('jobs', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER jobs_notify ON jobs;
+CREATE TRIGGER jobs_notify AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify();
