@@ -54,21 +54,16 @@ enum DeviceValidation {
         let token = body.token
         // The schema's pattern: URL-safe text, as FCM registration tokens are.
         guard (32...4096).contains(token.utf8.count),
-              token.utf8.allSatisfy({ $0.isLetterOrDigit || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":") }) else {
+              token.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_:".contains($0)) }) else {
             throw AppError.invalid("token", "must be 32 to 4096 letters, digits, '-', '_' or ':'")
         }
         // An APNs token is hex, and short: a rule the schema cannot state per platform.
         if body.platform == "apns" {
-            guard token.utf8.count <= 200, token.utf8.allSatisfy({ $0.isHexDigit }) else {
+            guard token.utf8.count <= 200, token.allSatisfy(\.isHexDigit) else {
                 throw AppError.rule([FieldError("token", "an APNs device token is 32 to 200 hex digits")])
             }
             return (body.platform, token.lowercased(), environment)
         }
         return (body.platform, token, environment)
     }
-}
-
-extension UInt8 {
-    fileprivate var isHexDigit: Bool { (48...57).contains(self) || (65...70).contains(self) || (97...102).contains(self) }
-    fileprivate var isLetterOrDigit: Bool { (48...57).contains(self) || (65...90).contains(self) || (97...122).contains(self) }
 }

@@ -16,17 +16,10 @@ package struct PushQueue: Sendable {
         self.clock = clock
     }
 
-    /// A queue that pushes nothing (no provider configured).
-    package static func off(client: Database, logger: Logger) -> PushQueue {
-        PushQueue(client: client, settings: PushSettings(), clock: SystemClock(), logger: logger)
-    }
-
-    package var isOn: Bool { !platforms.isEmpty }
-
     /// The queued pushes' job ids.
     @discardableResult
     package func enqueue(_ messages: [PushMessage], on connection: PostgresConnection) async throws -> [UUID] {
-        guard isOn, !messages.isEmpty else { return [] }
+        guard !platforms.isEmpty, !messages.isEmpty else { return [] }
         return try await store.enqueue(messages, platforms: platforms, now: clock.now(), on: connection)
     }
 }

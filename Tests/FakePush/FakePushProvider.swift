@@ -44,6 +44,9 @@ package final class FakePushProvider: Sendable {
         var accessTokens: Set<String> = []
         var grants = 0
         var connections: Set<ObjectIdentifier> = []
+        /// Silent answers, held until the provider stops.
+        var held: [CheckedContinuation<Void, Never>] = []
+        var stopped = false
     }
 
     package let keyID = "KEY4TESTS1"
@@ -62,6 +65,9 @@ package final class FakePushProvider: Sendable {
     package var tokenURI: String { "\(url)/token" }
 
     let state = NIOLockedValueBox(State())
+    /// Every push accepted, as it is (`fake-push` prints them).
+    package let pushes: AsyncStream<Push>
+    let accepted: AsyncStream<Push>.Continuation
     let apnsKeys: JWTKeyCollection
     let fcmKeys: JWTKeyCollection
     /// The time `iat` is checked against: the app's clock.
@@ -70,6 +76,7 @@ package final class FakePushProvider: Sendable {
 
     private init(directory: URL, now: @escaping @Sendable () -> Date) async throws {
         self.now = now
+        (pushes, accepted) = AsyncStream.makeStream(of: Push.self, bufferingPolicy: .bufferingNewest(10_000))
         let apnsKey = try ES256PrivateKey(backing: P256.Signing.PrivateKey())
         keyFile = directory.appendingPathComponent("AuthKey.p8").path
         try Data(apnsKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyFile))
@@ -117,6 +124,13 @@ package final class FakePushProvider: Sendable {
     }
 
     package func stop() {
+        let held = state.withLockedValue { state in
+            state.stopped = true
+            defer { state.held = [] }
+            return state.held
+        }
+        for request in held { request.resume() }
+        accepted.finish()
         task.withLockedValue { $0?.cancel() }
     }
 

@@ -124,13 +124,21 @@ extension FakePushProvider {
         switch next {
         case .ok:
             state.withLockedValue { $0.received.append(push) }
+            accepted.yield(push)
             return Response(status: .ok, headers: [HTTPField.Name("apns-id")!: UUID().uuidString])
         case .status(let status, let reason, let retryAfter):
             var headers: HTTPFields = [.contentType: "application/json"]
             if let retryAfter { headers[.retryAfter] = retryAfter }
             return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: error(status, reason)))
         case .silent:
-            try await Task.sleep(for: .seconds(30))
+            // No answer while the provider runs: the client gives up first.
+            await withCheckedContinuation { request in
+                let stopped = state.withLockedValue { state in
+                    if !state.stopped { state.held.append(request) }
+                    return state.stopped
+                }
+                if stopped { request.resume() }
+            }
             return Response(status: .ok)
         }
     }

@@ -18,12 +18,6 @@ try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastP
 try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
 say("fake APNs and FCM at \(fake.url); the variables for bookworm are in \(file)")
 say("waiting for pushes (^C to stop)…")
-var shown = 0
-while true {
-    let received = fake.received
-    for push in received.dropFirst(shown) {
-        say("\(push.provider) push to \(push.token.prefix(12))…: kind=\(push.kind) id=\(push.id) title=\(push.title.debugDescription)")
-    }
-    shown = received.count
-    try await Task.sleep(for: .milliseconds(200))
+for await push in fake.pushes {
+    say("\(push.provider) push to \(push.token.prefix(12))…: kind=\(push.kind) id=\(push.id) title=\(push.title.debugDescription)")
 }
