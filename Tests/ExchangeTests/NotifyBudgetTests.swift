@@ -1,3 +1,4 @@
+import FakePush
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -53,6 +54,21 @@ import Testing
                 app.clock.advance(by: 86401)
                 #expect(try await app.requestTrade(requester.token, copy: copy).status == .created)
             }
+        }
+    }
+
+    /// Pushes ride on the same notices: past the budget, a cancel buzzes no phone either.
+    @Test func cancelsPastTheBudgetBuzzNoPhone() async throws {
+        try await withPushApp { app, fake in
+            let owner = try await app.registerTrader(), requester = try await app.registerTrader()
+            let phone = FakePushProvider.apnsToken()
+            #expect(try await app.registerDevice(owner.token, token: phone).status == .created)
+            var trades: [String] = []
+            for index in 0..<10 { trades.append(try await app.trade(requester.token, copy: try await app.copyID(owner.token, title: "Book \(index)"))) }
+            for trade in trades.prefix(5) { #expect(try await app.act("cancel", trade, requester.token).status == .ok) }
+            try await app.sendPushes(fake)
+            #expect(fake.attempts(phone) == 10)
+            #expect(Set(fake.received.map(\.id)) == Set(trades))
         }
     }
 
