@@ -12,7 +12,7 @@ import Portability
 import PostgresNIO
 import ServiceLifecycle
 
-package typealias BookwormApplication = Application<RouterResponder<AppRequestContext>>
+package typealias BookwormApplication = Application<StreamResponder<RouterResponder<AppRequestContext>>>
 
 /// Assembles the whole service: database (embedded or `DATABASE_URL`), migrations policy,
 /// stores, routes, middleware and background services. Used by `bookworm serve` and the tests.
@@ -78,8 +78,9 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
 
+    // Streams are made in a child task, so that their connections do not keep a deep stack.
     var app = Application(
-        router: parts.router,
+        responder: StreamResponder(parts.router.buildResponder(), paths: ["/v1/me/events", "/v1/posts/live"]),
         server: serverPolicy(config.connections, logger: logger).serverBuilder(logger: logger),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "bookworm"),
         services: services,
