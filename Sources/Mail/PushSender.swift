@@ -25,14 +25,18 @@ package struct PushSender: BatchJobHandler {
     }
 
     package func run(_ jobs: [ClaimedJob]) async -> [UUID: JobOutcome] {
-        let pushes: [PushJob]
+        let pushes: [PushJob], unreadable: [UUID]
         do {
-            pushes = try await store.load(jobs)
+            (pushes, unreadable) = try await store.load(jobs)
         } catch {
             logger.warning("pushes not read; retrying", metadata: ["error": .string(String(reflecting: error))])
             return [:]
         }
         var outcomes: [UUID: JobOutcome] = [:]
+        for id in unreadable {
+            logger.warning("push dropped: its payload is not a push", metadata: ["job_id": .string(id.uuidString)])
+            outcomes[id] = .done
+        }
         var gone: [UUID] = []
         var tally: [[String]: Int] = [:]
         // `inFlight` requests at once, shared with the next batch, which the runner has already

@@ -56,22 +56,30 @@ package struct PushStore: Sendable {
         return ids
     }
 
-    /// The claimed pushes with their devices.
-    func load(_ jobs: [ClaimedJob]) async throws -> [PushJob] {
+    /// The claimed pushes with their devices, and the jobs whose payload is not a push (written
+    /// by hand or by another version): those can never be sent, so the caller drops them.
+    func load(_ jobs: [ClaimedJob]) async throws -> (pushes: [PushJob], unreadable: [UUID]) {
         let attempts = Dictionary(jobs.map { ($0.id, $0.attempts) }, uniquingKeysWith: { first, _ in first })
         let rows = try await client.query("""
             SELECT j.id, j.payload->>'provider', j.payload->>'title', j.payload->>'body', j.payload->>'kind', j.payload->>'id',
                    j.payload->>'collapse', d.id, d.token, d.environment = 'sandbox'
-            FROM jobs j LEFT JOIN devices d ON d.id = (j.payload->>'device')::uuid AND d.user_id = (j.payload->>'user')::uuid
+            FROM jobs j LEFT JOIN devices d ON d.id = CASE WHEN jsonb_typeof(j.payload->'device') = 'string'
+                                                             AND j.payload->>'device' ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$'
+                                                           THEN (j.payload->>'device')::uuid END
+                                       AND d.user_id::text = j.payload->>'user'
             WHERE j.id = ANY(\(jobs.map(\.id)))
             """, logger: logger)
-        var loaded: [PushJob] = []
-        for try await row in rows.decode((UUID, String, String, String, String, String, String?, UUID?, String?, Bool?).self) {
+        var loaded: [PushJob] = [], unreadable: [UUID] = []
+        for try await row in rows.decode((UUID, String?, String?, String?, String?, String?, String?, UUID?, String?, Bool?).self) {
+            guard let provider = row.1, let title = row.2, let body = row.3, let kind = row.4, let objectID = row.5 else {
+                unreadable.append(row.0)
+                continue
+            }
             let device = row.7.flatMap { id in row.8.map { PushJob.Device(id: id, token: $0, sandbox: row.9 ?? false) } }
-            loaded.append(PushJob(jobID: row.0, attempts: attempts[row.0] ?? 1, provider: row.1, title: row.2, body: row.3,
-                                  kind: row.4, objectID: row.5, collapseID: row.6, device: device))
+            loaded.append(PushJob(jobID: row.0, attempts: attempts[row.0] ?? 1, provider: provider, title: title, body: body,
+                                  kind: kind, objectID: objectID, collapseID: row.6, device: device))
         }
-        return loaded
+        return (loaded, unreadable)
     }
 
     /// Devices the provider says no longer exist.

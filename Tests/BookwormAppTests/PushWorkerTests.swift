@@ -46,6 +46,23 @@ import Testing
         }
     }
 
+    /// A job whose payload is not a push (written by hand, or by another version) is dropped,
+    /// and the pushes claimed beside it go out: it used to fail its whole batch, again and again.
+    @Test func aPushThatCannotBeReadIsDroppedAndTheRestGoOut() async throws {
+        try await withPushApp { app, fake in
+            let token = FakePushProvider.apnsToken()
+            let owner = try await app.registerTrader()
+            #expect(try await app.registerDevice(owner.token, token: token).status == .created)
+            for payload in [#"{"device": "not a uuid", "title": 3}"#, #"{"provider": "apns"}"#, "[]"] {
+                try await app.db.query("INSERT INTO jobs (kind, key, run_at, payload) VALUES ('push', \(UUID().uuidString), '-infinity', \(payload)::jsonb)")
+            }
+            let trade = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
+            try await app.sendPushes(fake)
+            #expect(fake.received.map(\.id) == [trade])
+            #expect(try await app.queuedPushes().isEmpty)
+        }
+    }
+
     /// A `bookworm worker` counts what became of its pushes on its `/metrics`.
     @Test func theWorkerCountsPushesByProviderAndResult() async throws {
         try await withPushApp { app, fake in
