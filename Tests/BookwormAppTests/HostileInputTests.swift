@@ -170,7 +170,7 @@ import Testing
         }
     }
 
-    /// At the connection cap a new client is refused at once (503), not left hanging.
+    /// At the connection cap a new client is refused at once (503, a problem like any other), not left hanging.
     @Test func pastTheConnectionCapANewClientIsRefusedAtOnce() async throws {
         // Held sockets must outlive a slow run: at 60 s of idle timeout, a full `make test` on two
         // busy cores once let the server close them before the probes, which then got in.
@@ -189,6 +189,8 @@ import Testing
             let refused = try await offThePool { try rawRequest(port: port, "GET", "/health/live", timeout: 5) }
             #expect(refused.status == 503)
             #expect(refused.headers["retry-after"] != nil)
+            #expect(refused.headers["content-type"] == "application/problem+json")
+            #expect(refused.body.contains("\"status\":503") && refused.body.contains("overloaded"), "\(refused.body)")
             // A slot freed is a client served.
             held.forEach { $0.shutdownWrite() }
             #expect(try await eventually(within: 10) {

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -77,6 +78,9 @@ final class ConnectionGateHandler: ChannelDuplexHandler, RemovableChannelHandler
         self.gate = gate
     }
 
+    /// The same problem body as any other overloaded answer, made once.
+    static let refusal = ByteBuffer(bytes: (try? JSONEncoder.api.encode(AppError.overloaded(retryAfterSeconds: 1).problem)) ?? Data())
+
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { decide(context: context) }
     }
@@ -96,10 +100,13 @@ final class ConnectionGateHandler: ChannelDuplexHandler, RemovableChannelHandler
         guard gate.admit() else {
             refused = true
             gate.logger.warning("connection refused: at the connection limit", metadata: ["limit": .stringConvertible(gate.limit)])
+            let body = Self.refusal
             let head = HTTPResponse(status: .serviceUnavailable, headerFields: [
-                .connection: "close", .retryAfter: "1", .contentLength: "0",
+                .connection: "close", .retryAfter: "1", .contentType: "application/problem+json",
+                .contentLength: String(body.readableBytes),
             ])
             context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.write(wrapOutboundOut(.body(body)), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
             return
         }
