@@ -158,10 +158,12 @@ import Testing
         }
     }
 
-    /// Holds its connection a moment, so that the nine overlap.
+    /// Holds its connection a moment, so that the probes overlap: long enough for the pool to
+    /// open its other connections meanwhile even on a loaded machine (at 50 ms, six probes once
+    /// all ran on one connection while the second was still starting, in a full test run).
     private struct BackendProbe: PreparedSQL {
         static let name = "bookworm_test_backend_probe"
-        static let sql = "SELECT pg_backend_pid() FROM pg_sleep(0.05)"
+        static let sql = "SELECT pg_backend_pid() FROM pg_sleep(0.2)"
         let values: [SQLValue] = []
     }
 
