@@ -70,10 +70,17 @@ package final class PushTransport: Service, Sendable {
 
     func send(_ push: PushJob, to device: PushJob.Device) async -> PushResult {
         switch push.provider {
-        case "apns": await apns?.send(push, to: device, http: http, timeout: timeout) ?? .rejected("APNs is not configured")
-        case "fcm": await fcm?.send(push, to: device, http: http, timeout: timeout) ?? .rejected("FCM is not configured")
+        case "apns": await apns?.send(push, to: device, http: http, timeout: timeout) ?? Self.notHere("APNs")
+        case "fcm": await fcm?.send(push, to: device, http: http, timeout: timeout) ?? Self.notHere("FCM")
         default: .rejected("unknown provider \(push.provider)")
         }
+    }
+
+    /// A provider this worker has no settings for. The API process that queued the push has
+    /// them, and so may another worker (or this one once restarted with them): the push waits
+    /// for it, within its tries, instead of being dropped.
+    static func notHere(_ provider: String) -> PushResult {
+        .retry(after: 600, reason: "\(provider) is not configured on this worker")
     }
 }
 

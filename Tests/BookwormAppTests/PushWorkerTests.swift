@@ -63,6 +63,28 @@ import Testing
         }
     }
 
+    /// API and workers configured apart: a worker without APNs leaves an APNs push queued for a
+    /// worker that has it, instead of dropping it.
+    @Test func aWorkerWithoutTheProviderLeavesThePushForOneThatHasIt() async throws {
+        try await withPushApp { app, fake in
+            let owner = try await app.registerTrader()
+            #expect(try await app.registerDevice(owner.token, token: FakePushProvider.apnsToken()).status == .created)
+            let trade = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
+            var config = Config.forTests(app.settings)
+            config.clock = app.clock
+            config.push = try fake.settings()
+            config.push.apns = nil
+            let fcmOnly = try #require(try pushWorker(client: app.db, config: config, logger: Logger(label: "test-push")))
+            while try await fcmOnly.runner.runDue() > 0 {}
+            try await fcmOnly.transport.shutdown()
+            #expect(fake.received.isEmpty)
+            #expect(try await app.queuedPushes().map(\.attempts) == [1])
+            app.clock.advance(by: 601)
+            try await app.sendPushes(fake)
+            #expect(fake.received.map(\.id) == [trade])
+        }
+    }
+
     /// A `bookworm worker` counts what became of its pushes on its `/metrics`.
     @Test func theWorkerCountsPushesByProviderAndResult() async throws {
         try await withPushApp { app, fake in
