@@ -18,8 +18,14 @@ package struct MadePhoto: Sendable {
     /// Keyed by size and format.
     package let files: [Size: [Format: Data]]
 
-    /// Content-addressed: the same picture made the same way has the same id.
-    package var id: String { Digest.hex(Digest.sha256(files[.full]?[.jpeg] ?? Data())) }
+    /// Content-addressed: the same picture made the same way has the same id. Hashed once, where
+    /// the photo is made (a photo thread), not where it is stored (the request's event loop).
+    package let id: String
+
+    init(width: Int, height: Int, blurhash: String, files: [Size: [Format: Data]]) {
+        (self.width, self.height, self.blurhash, self.files) = (width, height, blurhash, files)
+        id = Digest.hex(Digest.sha256(files[.full]?[.jpeg] ?? Data()))
+    }
 }
 
 /// Makes photos on threads of its own, at most `concurrency` at once and `queueLimit` waiting
