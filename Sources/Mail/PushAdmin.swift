@@ -16,7 +16,7 @@ package struct PushAdmin: Sendable {
     /// Queued pushes by provider and status (due now, waiting for a retry, being sent), and devices by platform.
     package func stats(now: Date) async throws -> String {
         let rows = try await client.query("""
-            SELECT payload->>'provider',
+            SELECT coalesce(payload->>'provider', '(unreadable)'),
                    CASE WHEN lease_until > \(now) THEN 'sending' WHEN attempts = 0 THEN 'queued' ELSE 'retrying' END AS status,
                    count(*)::int8, coalesce(EXTRACT(EPOCH FROM \(now) - min(created_at)), 0)::float8,
                    coalesce((array_agg(last_error ORDER BY run_at DESC) FILTER (WHERE last_error IS NOT NULL))[1], '')
