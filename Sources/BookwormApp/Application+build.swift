@@ -80,7 +80,7 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
 
     // Streams are made in a child task, so that their connections do not keep a deep stack.
     var app = Application(
-        responder: StreamResponder(parts.router.buildResponder(), paths: ["/v1/me/events", "/v1/posts/live"]),
+        responder: StreamResponder(parts.router.buildResponder(), paths: streamPaths),
         server: serverPolicy(config.connections, logger: logger).serverBuilder(logger: logger),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "bookworm"),
         services: services,
@@ -146,6 +146,10 @@ func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bo
         }
     }
 }
+
+/// The routes that answer with an event stream (`StreamResponder`); a test holds them to the
+/// `text/event-stream` operations of the served document.
+let streamPaths: Set<String> = ["/v1/me/events", "/v1/posts/live"]
 
 /// The router with every route and middleware, and the background services the routes rely
 /// on. Split from `buildApplication` so tests can list the routes (the OpenAPI check).

@@ -21,6 +21,8 @@ extension AppError {
         }
     }
 
+    static func tryAgain(in seconds: Int) -> String { seconds == 1 ? "Try again in 1 second" : "Try again in \(seconds) seconds" }
+
     /// One line for a person at a terminal (the admin commands).
     package var message: String { problem.detail }
 
@@ -70,10 +72,10 @@ extension AppError {
             return Problem(type: code, title: "Gone", status: status, detail: detail, errors: field.map { [FieldError($0, detail)] })
         case .throttled(let seconds):
             return Problem(type: "throttled", title: "Too many requests", status: status,
-                           detail: "Try again in \(seconds) seconds")
+                           detail: Self.tryAgain(in: seconds))
         case .overloaded(let seconds):
             return Problem(type: "overloaded", title: "Service overloaded", status: status,
-                           detail: "Try again in \(seconds) seconds")
+                           detail: Self.tryAgain(in: seconds))
         case .unavailable(let detail):
             return Problem(type: "unavailable", title: "Service unavailable", status: status, detail: detail)
         case .databaseUnavailable:
