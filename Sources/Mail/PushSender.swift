@@ -33,12 +33,13 @@ package struct PushSender: BatchJobHandler {
             return [:]
         }
         var outcomes: [UUID: JobOutcome] = [:]
+        var tally: [[String]: Int] = [:]
         for id in unreadable {
             logger.warning("push dropped: its payload is not a push", metadata: ["job_id": .string(id.uuidString)])
             outcomes[id] = .done
         }
+        if !unreadable.isEmpty { tally[["unknown", "unreadable"]] = unreadable.count }
         var gone: [UUID] = []
-        var tally: [[String]: Int] = [:]
         // `inFlight` requests at once, shared with the next batch, which the runner has already
         // started: as this one's last requests finish, the next one's take their places.
         await withTaskGroup(of: (PushJob, PushResult).self) { group in
@@ -81,13 +82,18 @@ package struct PushSender: BatchJobHandler {
             logger.warning("push refused", metadata: ["provider": .string(push.provider), "reason": .string(why)])
             return (.done, result.metricResult)
         case .retry(let after, let why):
-            guard push.attempts < maxAttempts else {
-                logger.warning("push dropped after its last try", metadata: ["provider": .string(push.provider), "reason": .string(why)])
-                return (.done, "gave_up")
-            }
-            return (.retry(at: clock.now().addingTimeInterval(after ?? JobRunner.backoff(attempts: push.attempts)), reason: why),
-                    result.metricResult)
+            return retry(push, after: after, why: why, counted: result.metricResult)
+        case .unconfigured(let why):
+            return retry(push, after: PushTransport.notHereDelay, why: why, counted: result.metricResult)
         }
+    }
+
+    private func retry(_ push: PushJob, after: TimeInterval?, why: String, counted: String) -> (JobOutcome, String) {
+        guard push.attempts < maxAttempts else {
+            logger.warning("push dropped after its last try", metadata: ["provider": .string(push.provider), "reason": .string(why)])
+            return (.done, "gave_up")
+        }
+        return (.retry(at: clock.now().addingTimeInterval(after ?? JobRunner.backoff(attempts: push.attempts)), reason: why), counted)
     }
 }
 

@@ -16,6 +16,8 @@ enum PushResult: Sendable, Equatable {
     case rejected(String)
     /// 429, 5xx or no answer: tried again after `after` (the provider's `Retry-After`) or backoff.
     case retry(after: TimeInterval?, reason: String)
+    /// This worker has no settings for the push's provider: tried again after `PushTransport.notHereDelay`.
+    case unconfigured(String)
 
     var metricResult: String {
         switch self {
@@ -23,6 +25,7 @@ enum PushResult: Sendable, Equatable {
         case .gone: "gone"
         case .rejected: "rejected"
         case .retry: "retried"
+        case .unconfigured: "unconfigured"
         }
     }
 }
@@ -80,8 +83,10 @@ package final class PushTransport: Service, Sendable {
     /// them, and so may another worker (or this one once restarted with them): the push waits
     /// for it, within its tries, instead of being dropped.
     static func notHere(_ provider: String) -> PushResult {
-        .retry(after: 600, reason: "\(provider) is not configured on this worker")
+        .unconfigured("\(provider) is not configured on this worker")
     }
+
+    static let notHereDelay: TimeInterval = 600
 }
 
 enum PushHTTP {

@@ -97,18 +97,24 @@ import Testing
         }
     }
 
-    /// A `bookworm worker` counts what became of its pushes on its `/metrics`.
+    /// A `bookworm worker` counts what became of its pushes on its `/metrics`: here one sent, one
+    /// to a gone phone, one it has no provider for (FCM is not configured on it), one unreadable.
     @Test func theWorkerCountsPushesByProviderAndResult() async throws {
         try await withPushApp { app, fake in
             let gone = FakePushProvider.apnsToken()
             fake.script(gone, [.status(410, reason: "Unregistered")])
             for token in [FakePushProvider.apnsToken(), gone] { _ = try await requestedTradeForMetrics(app, token: token) }
+            let owner = try await app.registerTrader()
+            #expect(try await app.registerDevice(owner.token, platform: "fcm", token: FakePushProvider.fcmToken()).status == .created)
+            _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at, payload) VALUES ('push', \(UUID().uuidString), '-infinity', '[]'::jsonb)")
             let metricsPort = try ServerProcess.freePort()
-            let environment = fake.environment.merging([
+            var environment = fake.environment.merging([
                 "DATABASE_URL": app.settings.connectionURL, "LOG_LEVEL": "error", "BOOKWORM_METRICS_PORT": String(metricsPort),
                 "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("push-metrics-\(UUID().uuidString)").path,
                 "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
             ]) { $1 }
+            environment["FCM_SERVICE_ACCOUNT_FILE"] = nil
             let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
             defer {
                 kill(pid, SIGTERM)
@@ -119,6 +125,8 @@ import Testing
                 text = (try? rawRequest(port: metricsPort, "GET", "/metrics").body) ?? ""
                 return MetricsTests.sample(text, "bookworm_push_sent_total", ["provider=\"apns\"", "result=\"sent\""]) == 1
                     && MetricsTests.sample(text, "bookworm_push_sent_total", ["provider=\"apns\"", "result=\"gone\""]) == 1
+                    && MetricsTests.sample(text, "bookworm_push_sent_total", ["provider=\"fcm\"", "result=\"unconfigured\""]) == 1
+                    && MetricsTests.sample(text, "bookworm_push_sent_total", ["provider=\"unknown\"", "result=\"unreadable\""]) == 1
             }
             #expect(counted, "\(text.prefix(3000))")
         }
