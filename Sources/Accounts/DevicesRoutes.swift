@@ -29,8 +29,7 @@ package struct DevicesRoutes: Sendable {
     }
 
     @Sendable func delete(_ request: Request, context: AppRequestContext) async throws -> Response {
-        guard let id = UUID(uuidString: try context.parameters.require("id")) else { throw AppError.notFound("No such device") }
-        try await service.delete(id, session: context.requireSession())
+        try await service.delete(try context.parameters.uuid("id"), session: context.requireSession())
         return .noContent()
     }
 }

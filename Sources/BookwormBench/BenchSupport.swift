@@ -1,6 +1,16 @@
 
 import BookwormCore
 import Foundation
+import Logging
+
+extension Logger {
+    /// The bench's own database clients: errors only, so a run's output stays its figures.
+    static let benchQuiet: Logger = {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        return logger
+    }()
+}
 
 /// Small process helpers for the benchmarks: they drive real binaries (the release server,
 /// wrk, curl) the way an operator would.

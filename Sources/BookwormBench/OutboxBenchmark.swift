@@ -37,11 +37,7 @@ struct OutboxBenchmark {
     func run() async throws {
         let server = try ServerUnderTest.start(port: port, arguments: ["serve", "--no-worker"])
         defer { server.stop() }
-        let logger = {
-            var logger = Logger(label: "bench")
-            logger.logLevel = .error
-            return logger
-        }()
+        let logger = Logger.benchQuiet
         let settings = server.clientSettings
         let sink = try BenchSink.start()
         defer { sink.stop() }

@@ -21,11 +21,7 @@ struct PushBenchmark {
     func run() async throws {
         let server = try ServerUnderTest.start(port: port, arguments: ["serve", "--no-worker"])
         defer { server.stop() }
-        let logger = {
-            var logger = Logger(label: "bench")
-            logger.logLevel = .error
-            return logger
-        }()
+        let logger = Logger.benchQuiet
         let fake = try await FakePushProvider.start()
         defer { fake.stop() }
         let settings = try PushSettings.fromEnvironment(EnvironmentReader(env: fake.environment.merging(["BOOKWORM_PUSH_TIMEOUT_SECONDS": "30"]) { $1 }))

@@ -48,26 +48,14 @@ struct APNsSender: Sendable {
         request.headers.add(name: "content-type", value: "application/json")
         if let collapse = push.collapseID { request.headers.add(name: "apns-collapse-id", value: collapse) }
         request.body = .bytes(Self.body(push))
-        do {
-            var token = try await tokens.token()
-            for attempt in 0..<2 {
-                request.headers.replaceOrAdd(name: "authorization", value: "bearer \(token)")
-                let (status, headers, answer) = try await PushHTTP.execute(request, http: http, timeout: timeout)
-                if status == 200 { return .sent }
-                let reason = (try? JSONDecoder().decode([String: String].self, from: answer))?["reason"] ?? ""
-                switch (status, reason) {
-                // Not `DeviceTokenNotForTopic`: that is a wrong APNS_TOPIC, and would delete every iPhone.
-                case (410, _), (400, "BadDeviceToken"): return .gone
-                case (403, "ExpiredProviderToken") where attempt == 0:
-                    token = try await tokens.renew(replacing: token)
-                    continue
-                case (403, "ExpiredProviderToken"): return .retry(after: nil, reason: "a fresh provider token was refused too")
-                default: return PushHTTP.classify(status: status, headers: headers, reason: reason, now: clock.now())
-                }
+        return await PushHTTP.send(request, scheme: "bearer", tokens: tokens, http: http, timeout: timeout) { status, headers, answer in
+            let reason = (try? JSONDecoder().decode([String: String].self, from: answer))?["reason"] ?? ""
+            switch (status, reason) {
+            // Not `DeviceTokenNotForTopic`: that is a wrong APNS_TOPIC, and would delete every iPhone.
+            case (410, _), (400, "BadDeviceToken"): return .result(.gone)
+            case (403, "ExpiredProviderToken"): return .staleToken
+            default: return .result(PushHTTP.classify(status: status, headers: headers, reason: reason, now: clock.now()))
             }
-            return .retry(after: nil, reason: "provider token refused twice")
-        } catch {
-            return .retry(after: nil, reason: "no answer: \(error)")
         }
     }
 

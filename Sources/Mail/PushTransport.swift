@@ -93,6 +93,37 @@ enum PushHTTP {
     /// An answer is small; more than this is not a provider's.
     static let answerLimit = 64 * 1024
 
+    /// What a provider's error answer means.
+    enum Verdict {
+        case result(PushResult)
+        /// The provider calls the token stale: renew it and send once more.
+        case staleToken
+    }
+
+    /// Sends `request` with the provider's current token (`scheme token`); a token the provider
+    /// calls stale is renewed (one signing however many ask) and the request sent once more.
+    /// Only an error answer is read, by `judge`.
+    static func send(_ request: HTTPClientRequest, scheme: String, tokens: ProviderToken, http: HTTPClient, timeout: TimeAmount,
+                     judge: (_ status: Int, _ headers: HTTPHeaders, _ answer: Data) -> Verdict) async -> PushResult {
+        var request = request
+        do {
+            var token = try await tokens.token()
+            for attempt in 0..<2 {
+                request.headers.replaceOrAdd(name: "authorization", value: "\(scheme) \(token)")
+                let (status, headers, answer) = try await execute(request, http: http, timeout: timeout)
+                if status == 200 { return .sent }
+                switch judge(status, headers, answer) {
+                case .result(let result): return result
+                case .staleToken where attempt == 0: token = try await tokens.renew(replacing: token)
+                case .staleToken: return .retry(after: nil, reason: "a fresh token was refused too")
+                }
+            }
+            return .retry(after: nil, reason: "the token was refused twice")
+        } catch {
+            return .retry(after: nil, reason: "no answer: \(error)")
+        }
+    }
+
     static func execute(_ request: HTTPClientRequest, http: HTTPClient, timeout: TimeAmount) async throws -> (Int, HTTPHeaders, Data) {
         let response = try await http.execute(request, timeout: timeout)
         let body = try await response.body.collect(upTo: answerLimit)
