@@ -28,14 +28,15 @@ import Glibc
                 let socket = try RawSocket(port: server.port)
                 try socket.send(rawRequestText("POST", "/v1/me/copies", json: Self.copy, token: token, headers: ["Idempotency-Key": "before"]))
                 #expect(try await eventually(within: 30, interval: .milliseconds(20)) {
-                    try await Self.count(db, "SELECT count(*)::int8 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO copies%'") == 1
+                    try await Self.count(db, "SELECT count(*)::int8 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO copies%'") == 1
                 })
                 Self.kill(server)
                 try await locker.query("ROLLBACK", logger: locker.logger)
             }
             // The killed server's backend ends once it reads the closed socket; until then it holds the key's lock.
+            // Other tests insert copies in their own databases of the same cluster, hence datname.
             #expect(try await eventually(within: 30, interval: .milliseconds(20)) {
-                try await Self.count(db, "SELECT count(*)::int8 FROM pg_stat_activity WHERE query LIKE 'INSERT INTO copies%' AND pid <> pg_backend_pid()") == 0
+                try await Self.count(db, "SELECT count(*)::int8 FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'INSERT INTO copies%' AND pid <> pg_backend_pid()") == 0
             })
             let second = try await ServerProcess(databaseURL: settings.connectionURL)
             #expect(try await Self.count(db, "SELECT count(*)::int8 FROM idempotency_keys") == 0)

@@ -93,6 +93,7 @@ import Testing
                             WITH waiting AS (
                                 SELECT (classid::int8 << 32) | objid::int8 AS key FROM pg_locks
                                 WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted
+                                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                             )
                             SELECT count(*) FILTER (WHERE key = \(Int64(gate)))::int8,
                                    count(*) FILTER (WHERE key = \(Migrator.lockKey))::int8
