@@ -53,6 +53,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
     ],
     targets: [
+        // Only for BookwormBench's stream fleet: epoll, which Glibc's Swift module leaves out.
+        .systemLibrary(name: "CEpoll"),
         .systemLibrary(
             name: "CSodium",
             pkgConfig: "libsodium",
@@ -131,7 +133,7 @@ let package = Package(
             name: "BookwormBench",
             dependencies: [
                 "BookwormCore", "Mail", "Accounts", "Places", "Catalog", "Discovery", "Exchange", "Portability", "BookwormApp",
-                "CSodium", "FakePush",
+                "CSodium", "FakePush", "CEpoll",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

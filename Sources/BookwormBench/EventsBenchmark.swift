@@ -106,11 +106,16 @@ struct EventsBenchmark {
                 let committed = try await Self.committed(client, """
                     UPDATE pins SET label = \("round \(round)") WHERE owner_id IN (SELECT id FROM users WHERE username = ANY(\(names)))
                     """)
-                latencies += fleet.arrivals(after: before, since: committed, timeout: 10)
+                let arrivals = fleet.arrivals(after: before, since: committed, timeout: 10)
+                latencies += arrivals
+                if let first = arrivals.min() { Self.firsts.withLock { $0.append(first) } }
             }
             return latencies
         }
     }
+
+    /// Per poke round, when the first of its streams heard: the floor under the fan-out.
+    static let firsts = Mutex<[Double]>([])
 
     /// Five live feeds per user of the group around the group's place, over both processes;
     /// each round the first user's post is committed there by the bench's own client, timed
@@ -162,6 +167,7 @@ struct EventsBenchmark {
 
     func report(idle: Idle, pokes: [Double], posts: [Double]) {
         let poke = Percentiles(pokes), post = Percentiles(posts), commit = Percentiles(Self.commits.withLock { $0 })
+        let first = Percentiles(Self.firsts.withLock { $0 })
         let expected = rounds * Self.group * 5
         func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
         print("""
@@ -171,6 +177,7 @@ struct EventsBenchmark {
             (goal ≤ 20) \(verdict(idle.kibPerStream <= 20)); idle CPU \(String(format: "%.2f", idle.cpuPercent)) % of a core
               commit → sync event       p50 \(String(format: "%.2f", poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5)), \
             p99 \(String(format: "%.2f", poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(pokes.count) of \(expected) events
+              first stream of a round   p50 \(String(format: "%.2f", first.p50)) ms, p99 \(String(format: "%.2f", first.p99)) ms
               COMMIT round trip         p50 \(String(format: "%.2f", commit.p50)) ms, p99 \(String(format: "%.2f", commit.p99)) ms \
             (with its WAL flush; the latencies above and below start once it has returned)
               post → live feed event    p99 \(String(format: "%.2f", post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100)), \

@@ -1,10 +1,11 @@
+import CEpoll
 import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Many open event streams from this process, read by one thread polling them all, as thousands of phones
+/// Many open event streams from this process, read by one thread waiting on them all, as thousands of phones
 /// would hold them. Each stream records when it last saw each event name, so a round can ask
 /// how long after a moment every stream heard of it.
 final class EventsFleet: @unchecked Sendable {
@@ -114,22 +115,34 @@ final class EventsFleet: @unchecked Sendable {
         return fd
     }
 
+    /// One epoll wait for every stream, not a poll() of all of them: a poll costs the whole
+    /// set each call, and with events trickling in one socket at a time the reader, not the
+    /// server, would set the pace of a thousand streams.
     private func read() {
-        var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        defer { Glibc.close(epoll) }
+        for (index, fd) in fds.enumerated() {
+            var event = epoll_event()
+            event.events = EPOLLIN.rawValue
+            event.data.u64 = UInt64(index)
+            _ = epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+        }
+        var events = [epoll_event](repeating: epoll_event(), count: 512)
         var buffer = [UInt8](repeating: 0, count: 65536)
         var answered = [Bool](repeating: false, count: fds.count)
         // The last bytes of each stream's previous read: a marker may straddle two reads.
         var carry = [[UInt8]](repeating: [], count: fds.count)
         while !stop.load(ordering: .relaxed) {
-            let ready = poll(&polled, nfds_t(polled.count), 100)
+            let ready = Int(epoll_wait(epoll, &events, Int32(events.count), 100))
             guard ready > 0 else { continue }
             let now = ContinuousClock.now
-            for index in polled.indices where polled[index].revents != 0 {
-                polled[index].revents = 0
+            for slot in 0..<ready {
+                let index = Int(events[slot].data.u64)
                 while true {
                     let count = buffer.withUnsafeMutableBytes { recv(fds[index], $0.baseAddress, $0.count, 0) }
                     guard count > 0 else {
-                        if count == 0 { polled[index].fd = -1 }  // closed by the server: poll no more
+                        // Closed by the server: wait on it no more.
+                        if count == 0 { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil) }
                         break
                     }
                     if !answered[index] {
