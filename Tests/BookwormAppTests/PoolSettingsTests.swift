@@ -65,7 +65,7 @@ import Testing
         try await withApp { app in
             let logger = Logger(label: "pool-settings-test")
             try await Self.withRunningPools(app, genericPoolSize: 3) { database in
-                let backends = try await Self.backends(of: 9, probes: database, logger: logger)
+                let backends = try await Self.backends(of: 9, connections: 3, probes: database, gatedBy: app, logger: logger)
                 #expect(backends.count == 3)
             }
         }
@@ -84,7 +84,7 @@ import Testing
             let logger = Logger(label: "pool-settings-test")
             try await Self.withRunningPools(app, genericPoolSize: 5, loops: loops) { database, clients in
                 #expect(clients.count == 1 + 5)
-                let backends = try await Self.backends(of: 20, probes: database, logger: logger)
+                let backends = try await Self.backends(of: 20, connections: 5, probes: database, gatedBy: app, logger: logger)
                 #expect(backends.count == 5)
                 let last = try #require(loops.last)
                 let generic = try #require(database.genericPlans)
@@ -105,7 +105,7 @@ import Testing
                 for loop in LoopExecutor.loops {
                     let executor = try #require(LoopExecutor.of(loop))
                     let backends = try await withTaskExecutorPreference(executor) {
-                        try await Self.backends(of: 6, probes: database, logger: logger) {
+                        try await Self.backends(of: 6, connections: 2, probes: database, gatedBy: app, logger: logger) {
                             let onLoop = try await generic.database.withConnection { $0.eventLoop === loop }
                             #expect(onLoop)
                         } after: {
@@ -140,30 +140,51 @@ import Testing
         }
     }
 
-    /// The backends `count` overlapping probes ran on, each in a child task of the caller's
-    /// (its executor preference too), `before` and `after` around each.
-    private static func backends(of count: Int, probes database: Database, logger: Logger,
+    /// The backends `count` probes ran on, each in a child task of the caller's (its executor
+    /// preference too), `before` and `after` around each. The probes wait at a gate, an advisory
+    /// lock held on a connection of the app's own, until `connections` of them wait there at
+    /// once: they overlap however long the pool takes to open its connections (probes that only
+    /// slept a moment once all ran on one connection while the second was still starting).
+    private static func backends(of count: Int, connections: Int, probes database: Database, gatedBy app: TestApp, logger: Logger,
                                  before: @escaping @Sendable () async throws -> Void = {},
                                  after: @escaping @Sendable () -> Void = {}) async throws -> Set<Int32> {
-        try await withThrowingTaskGroup(of: Int32.self) { statements in
-            for _ in 0..<count {
-                statements.addTask {
-                    try await before()
-                    let pid = try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger).map { try $0.decode(Int32.self) }[0]
-                    after()
-                    return pid
+        try await app.db.client.withConnection { gate in
+            try await gate.query("SELECT pg_advisory_lock(\(BackendProbe.gate))", logger: logger)
+            return try await withThrowingTaskGroup(of: Int32.self) { statements in
+                for _ in 0..<count {
+                    statements.addTask {
+                        try await before()
+                        let pid = try await database.executeOnGenericPlan(BackendProbe(), on: nil, logger: logger).map { try $0.decode(Int32.self) }[0]
+                        after()
+                        return pid
+                    }
                 }
+                let overlapping = try await eventually(within: 60, interval: .milliseconds(10)) {
+                    try await Self.waitingAtGate(gate, logger: logger) >= connections
+                }
+                #expect(overlapping, "\(connections) probes never waited at once")
+                try await gate.query("SELECT pg_advisory_unlock(\(BackendProbe.gate))", logger: logger)
+                return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
             }
-            return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
         }
     }
 
-    /// Holds its connection a moment, so that the probes overlap: long enough for the pool to
-    /// open its other connections meanwhile even on a loaded machine (at 50 ms, six probes once
-    /// all ran on one connection while the second was still starting, in a full test run).
+    /// Probes waiting at the gate, in this test's database (advisory locks are per database).
+    private static func waitingAtGate(_ connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let rows = try await connection.query("""
+            SELECT count(*)::int8 FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND objid = \(BackendProbe.gate)
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """, logger: logger)
+        for try await count in rows.decode(Int64.self) { return Int(count) }
+        return 0
+    }
+
+    /// Its backend, once the gate opens (a shared lock: every probe passes together).
     private struct BackendProbe: PreparedSQL {
+        static let gate: Int64 = 4_711_042
         static let name = "bookworm_test_backend_probe"
-        static let sql = "SELECT pg_backend_pid() FROM pg_sleep(0.2)"
+        static let sql = "SELECT pg_backend_pid() FROM pg_advisory_xact_lock_shared(\(gate))"
         let values: [SQLValue] = []
     }
 
