@@ -12,7 +12,7 @@ import Portability
 import PostgresNIO
 import ServiceLifecycle
 
-package typealias BookwormApplication = Application<StreamResponder<RouterResponder<AppRequestContext>>>
+package typealias BookwormApplication = Application<ChildTaskResponder<RouterResponder<AppRequestContext>>>
 
 /// Assembles the whole service: database (embedded or `DATABASE_URL`), migrations policy,
 /// stores, routes, middleware and background services. Used by `bookworm serve` and the tests.
@@ -78,9 +78,9 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
 
-    // Streams are made in a child task, so that their connections do not keep a deep stack.
+    // Each response is made in a child task, so that an open connection does not keep a deep stack.
     var app = Application(
-        responder: StreamResponder(parts.router.buildResponder(), paths: streamPaths),
+        responder: ChildTaskResponder(parts.router.buildResponder()),
         server: serverPolicy(config.connections, logger: logger).serverBuilder(logger: logger),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "bookworm"),
         services: services,
@@ -146,10 +146,6 @@ func prepareSchema(_ migrator: Migrator, settings: DatabaseSettings, migrate: Bo
         }
     }
 }
-
-/// The routes that answer with an event stream (`StreamResponder`); a test holds them to the
-/// `text/event-stream` operations of the served document.
-let streamPaths: Set<String> = ["/v1/me/events", "/v1/posts/live"]
 
 /// The router with every route and middleware, and the background services the routes rely
 /// on. Split from `buildApplication` so tests can list the routes (the OpenAPI check).
