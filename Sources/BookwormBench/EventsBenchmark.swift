@@ -32,11 +32,13 @@ struct EventsBenchmark {
         FileHandle.standardOutput.write(Data("  servers: pid \(a.process.processIdentifier) on \(port), pid \(b.process.processIdentifier) on \(port + 1)\n".utf8))
         let users = try signIn(max(idleStreams / 5, Self.group))
         let idle = idleStreams > 0 ? try idlePhase(a, users: users) : Idle(streams: 0, kibPerStream: .nan, cpuPercent: .nan)
+        // On the other process, whose heap no stream has used yet.
+        let keepAlive = idleStreams > 0 ? try keepAlivePhase(b, port: port + 1, connections: idleStreams / 2) : .nan
         let group = Array(users.prefix(Self.group))
         try preparePins(group)
         let pokes = try await pokePhase(a, group: group)
         let posts = try await postPhase(a, group: group)
-        report(idle: idle, pokes: pokes, posts: posts)
+        report(idle: idle, keepAlive: keepAlive, pokes: pokes, posts: posts)
     }
 
     /// Bench accounts `bench_live<i>`, registered once (the cluster outlives a run), signed in now.
@@ -75,6 +77,25 @@ struct EventsBenchmark {
         let cpu = ProcessCPU.seconds(pid, reaped: false) - cpuBefore
         print("  idle: \(fleet.count) streams, RSS \(before) → \(after) KiB, \(String(format: "%.2f", cpu)) s of CPU in 30 s")
         return Idle(streams: fleet.count, kibPerStream: Double(after - before) / Double(fleet.count), cpuPercent: cpu / 30 * 100)
+    }
+
+    /// `connections` keep-alive connections, each idle after one `GET /health/live`: the RSS
+    /// each adds (what a phone that keeps its connection between requests costs the process).
+    func keepAlivePhase(_ server: ServerUnderTest, port: Int, connections: Int) throws -> Double {
+        let pid = server.process.processIdentifier
+        let before = residentKiB(pid)
+        var sockets: [Int32] = []
+        defer { for fd in sockets { close(fd) } }
+        for start in stride(from: 0, to: connections, by: EventsFleet.batch) {
+            let batch = try (start..<min(start + EventsFleet.batch, connections)).map { _ in
+                try EventsFleet.connect(port: port, sending: "GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            }
+            sockets += batch
+            try EventsFleet.waitForFirstBytes(batch)
+        }
+        let kib = Double(residentKiB(pid) - before) / Double(connections)
+        print("  keep-alive: \(connections) idle connections, RSS \(before) → \(residentKiB(pid)) KiB")
+        return kib
     }
 
     /// One meetup pin for each user of the group, at one place (made once).
@@ -165,7 +186,7 @@ struct EventsBenchmark {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
-    func report(idle: Idle, pokes: [Double], posts: [Double]) {
+    func report(idle: Idle, keepAlive: Double, pokes: [Double], posts: [Double]) {
         let poke = Percentiles(pokes), post = Percentiles(posts), commit = Percentiles(Self.commits.withLock { $0 })
         let first = Percentiles(Self.firsts.withLock { $0 })
         let expected = rounds * Self.group * 5
@@ -175,6 +196,7 @@ struct EventsBenchmark {
             events: live streams, two processes on one database
               idle streams              \(idle.streams) on one process: \(String(format: "%.1f", idle.kibPerStream)) KiB RSS each \
             (goal ≤ 20) \(verdict(idle.kibPerStream <= 20)); idle CPU \(String(format: "%.2f", idle.cpuPercent)) % of a core
+              idle keep-alive           \(String(format: "%.1f", keepAlive)) KiB RSS each, after one GET /health/live (the other process)
               commit → sync event       p50 \(String(format: "%.2f", poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5)), \
             p99 \(String(format: "%.2f", poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(pokes.count) of \(expected) events
               first stream of a round   p50 \(String(format: "%.2f", first.p50)) ms, p99 \(String(format: "%.2f", first.p99)) ms
@@ -187,6 +209,7 @@ struct EventsBenchmark {
             ResultRow("RSS per idle stream (\(idle.streams) streams)", idle.kibPerStream, "KiB", reference: "goal 20 KiB",
                       goal: "<= 20 KiB", met: idle.kibPerStream <= 20),
             ResultRow("idle CPU of \(idle.streams) streams", idle.cpuPercent, "% of a core"),
+            ResultRow("RSS per idle keep-alive connection (\(idle.streams / 2), after one GET /health/live)", keepAlive, "KiB"),
         ]
         BenchResults.save("events", idleRows + [
             ResultRow("commit to sync event p50 (1,000 streams, 2 processes)", poke.p50, "ms", reference: "goal 5 ms", goal: "<= 5 ms",

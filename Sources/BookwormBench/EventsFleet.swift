@@ -46,7 +46,7 @@ final class EventsFleet: @unchecked Sendable {
     var count: Int { fds.count }
 
     /// Polls (without reading) until every socket has something to read: its stream answered.
-    private static func waitForFirstBytes(_ sockets: [Int32]) throws {
+    static func waitForFirstBytes(_ sockets: [Int32]) throws {
         var waiting = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         let end = ContinuousClock.now + .seconds(120)
         while !waiting.isEmpty {
@@ -94,21 +94,27 @@ final class EventsFleet: @unchecked Sendable {
     }
 
     private static func open(_ target: Target) throws -> Int32 {
+        try connect(port: target.port, sending: "GET \(target.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(target.token)\r\n\r\n")
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` that has sent `request`, non-blocking from then on.
+    static func connect(port: Int, sending request: String) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Shell.Failure(description: "socket() failed: errno \(errno)") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(target.port).bigEndian)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
             Glibc.close(fd)
-            throw Shell.Failure(description: "cannot connect to 127.0.0.1:\(target.port): errno \(errno)")
+            throw Shell.Failure(description: "cannot connect to 127.0.0.1:\(port): errno \(errno)")
         }
-        let request = Array("GET \(target.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer \(target.token)\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+        let bytes = Array(request.utf8)
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
+            Glibc.close(fd)
             throw Shell.Failure(description: "send failed")
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
