@@ -45,7 +45,7 @@ final class EventsFleet: @unchecked Sendable {
 
     var count: Int { fds.count }
 
-    /// Polls (without reading) until every socket has something to read: its stream answered.
+    /// Polls (without reading) until every socket has something to read: its request answered.
     static func waitForFirstBytes(_ sockets: [Int32]) throws {
         var waiting = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         let end = ContinuousClock.now + .seconds(120)
@@ -89,7 +89,7 @@ final class EventsFleet: @unchecked Sendable {
 
     func close() {
         stop.store(true, ordering: .relaxed)
-        reader.map { _ in usleep(200_000) }  // the reader's last poll ends before its descriptors close
+        reader.map { _ in usleep(200_000) }  // the reader's last wait ends before its descriptors close
         for fd in fds { Glibc.close(fd) }
     }
 
@@ -126,12 +126,13 @@ final class EventsFleet: @unchecked Sendable {
     /// server, would set the pace of a thousand streams.
     private func read() {
         let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        precondition(epoll >= 0, "epoll_create1 failed: errno \(errno)")
         defer { Glibc.close(epoll) }
         for (index, fd) in fds.enumerated() {
             var event = epoll_event()
             event.events = EPOLLIN.rawValue
             event.data.u64 = UInt64(index)
-            _ = epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
+            precondition(epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event) == 0, "epoll_ctl failed: errno \(errno)")
         }
         var events = [epoll_event](repeating: epoll_event(), count: 512)
         var buffer = [UInt8](repeating: 0, count: 65536)
@@ -147,8 +148,8 @@ final class EventsFleet: @unchecked Sendable {
                 while true {
                     let count = buffer.withUnsafeMutableBytes { recv(fds[index], $0.baseAddress, $0.count, 0) }
                     guard count > 0 else {
-                        // Closed by the server: wait on it no more.
-                        if count == 0 { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil) }
+                        // Closed by the server, or broken: wait on it no more (it would wake every wait).
+                        if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil) }
                         break
                     }
                     if !answered[index] {

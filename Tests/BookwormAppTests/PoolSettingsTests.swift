@@ -159,10 +159,19 @@ import Testing
                         return pid
                     }
                 }
-                let overlapping = try await eventually(within: 60, interval: .milliseconds(10)) {
-                    try await Self.waitingAtGate(gate, logger: logger) >= connections
+                // The gate opens whatever happens here, or the probes would wait for their deadline.
+                do {
+                    // Within the probes' own 30 s deadline, so that a pool that never opens its
+                    // connections fails here, by name.
+                    let overlapping = try await eventually(within: 20, interval: .milliseconds(10)) {
+                        try await Self.waitingAtGate(gate, logger: logger) >= connections
+                    }
+                    #expect(overlapping, "\(connections) probes never waited at once")
+                    #expect(try await Self.waitingAtGate(gate, logger: logger) == connections, "more probes at once than connections")
+                } catch {
+                    _ = try? await gate.query("SELECT pg_advisory_unlock(\(BackendProbe.gate))", logger: logger)
+                    throw error
                 }
-                #expect(overlapping, "\(connections) probes never waited at once")
                 try await gate.query("SELECT pg_advisory_unlock(\(BackendProbe.gate))", logger: logger)
                 return try await statements.reduce(into: Set<Int32>()) { $0.insert($1) }
             }

@@ -4,35 +4,50 @@ import Synchronization
 import Testing
 @testable import BookwormCore
 
-/// `ChildTaskResponder` makes each response in a task of its own, below the connection's (whose
-/// slabs an open connection would otherwise keep).
+/// `ChildTaskResponder` makes each response in a structured child of the task that would make it
+/// (the connection's, whose slabs an open connection would otherwise keep).
 @Suite struct ChildTaskResponderTests {
-    @Test func aResponseIsMadeInAChildOfTheTaskThatServesItsConnection() async throws {
-        let tasks = Tasks()
-        let app = Application(responder: Recording(tasks: tasks, inner: ChildTaskResponder(Answer(tasks: tasks))))
-        try await app.test(.router) { client in
-            try await client.execute(uri: "/", method: .get) { #expect($0.status == .ok) }
-        }
-        let (outer, inner) = try #require(tasks.pair)
-        #expect(outer != inner)
+    @Test func aResponseIsMadeInAChildOfTheTaskThatServesTheRequest() async throws {
+        let child = try await Self.record(ChildTaskResponder.init)
+        #expect(child.outer != child.inner)
+        // A structured child: the request's task being cancelled reaches it (a `Task {}` would not).
+        #expect(child.innerCancelled)
 
         // Without it, both are the same task: the comparison above can fail.
-        let plain = Tasks()
-        try await Application(responder: Recording(tasks: plain, inner: Answer(tasks: plain))).test(.router) { client in
-            try await client.execute(uri: "/", method: .get) { #expect($0.status == .ok) }
-        }
-        let (same, alsoSame) = try #require(plain.pair)
-        #expect(same == alsoSame)
+        let plain = try await Self.record { $0 }
+        #expect(plain.outer == plain.inner)
+    }
+
+    /// One request through `Recording(wrap(Answer))`, in a task of its own that `Recording`
+    /// cancels before it goes on (so the test's own task stays whole).
+    static func record<Wrapped: HTTPResponder>(_ wrap: @escaping @Sendable (Answer) -> Wrapped) async throws -> Seen
+    where Wrapped.Context == BasicRequestContext {
+        let tasks = Tasks()
+        let app = Application(responder: Recording(tasks: tasks, inner: wrap(Answer(tasks: tasks))))
+        try await Task {
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/", method: .get) { #expect($0.status == .ok) }
+            }
+        }.value
+        return try #require(tasks.seen)
+    }
+
+    struct Seen {
+        let outer: Int
+        let inner: Int
+        let innerCancelled: Bool
     }
 
     /// The tasks the outer and the inner responder ran in, both alive when the inner one looked.
     final class Tasks: Sendable {
-        private let seen = Mutex<[Int]>([])
-        func record() {
+        private let state = Mutex<(tasks: [Int], cancelled: Bool)>(([], false))
+        func record(cancelled: Bool = false) {
             let task = withUnsafeCurrentTask { $0?.hashValue } ?? 0
-            seen.withLock { $0.append(task) }
+            state.withLock { $0.tasks.append(task); $0.cancelled = cancelled }
         }
-        var pair: (Int, Int)? { seen.withLock { $0.count == 2 ? ($0[0], $0[1]) : nil } }
+        var seen: Seen? {
+            state.withLock { $0.tasks.count == 2 ? Seen(outer: $0.tasks[0], inner: $0.tasks[1], innerCancelled: $0.cancelled) : nil }
+        }
     }
 
     struct Recording<Inner: HTTPResponder>: HTTPResponder {
@@ -40,6 +55,7 @@ import Testing
         let inner: Inner
         func respond(to request: Request, context: Inner.Context) async throws -> Response {
             tasks.record()
+            withUnsafeCurrentTask { $0?.cancel() }
             return try await inner.respond(to: request, context: context)
         }
     }
@@ -47,7 +63,7 @@ import Testing
     struct Answer: HTTPResponder {
         let tasks: Tasks
         func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
-            tasks.record()
+            tasks.record(cancelled: Task.isCancelled)
             return Response(status: .ok)
         }
     }

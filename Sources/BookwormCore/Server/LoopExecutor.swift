@@ -37,8 +37,8 @@ package final class LoopExecutor: TaskExecutor {
     }
 }
 
-/// HTTP/1.1 whose connection task (reading requests, running handlers, writing responses)
-/// prefers its channel's event loop.
+/// HTTP/1.1 whose connection task (reading requests, writing responses, and the child tasks
+/// that run handlers, `ChildTaskResponder`) prefers its channel's event loop.
 struct LoopBoundHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let inner: HTTP1Channel
