@@ -67,22 +67,12 @@ struct APNsSender: Sendable {
             payload.key("aps")
             payload.object { aps in
                 aps.key("alert")
-                aps.object { alert in
-                    alert.key("body")
-                    alert.string(push.body)
-                    alert.key("title")
-                    alert.string(push.title)
-                }
+                push.writeAlert(to: &aps)
                 aps.key("sound")
                 aps.string("default")
             }
             payload.key("data")
-            payload.object { data in
-                data.key("id")
-                data.string(push.objectID)
-                data.key("kind")
-                data.string(push.kind)
-            }
+            push.writeData(to: &payload)
         }
         return json.withBytes { ByteBuffer(bytes: $0) }
     }

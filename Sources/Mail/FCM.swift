@@ -105,19 +105,9 @@ struct FCMSender: Sendable {
                     }
                 }
                 message.key("data")
-                message.object { data in
-                    data.key("id")
-                    data.string(push.objectID)
-                    data.key("kind")
-                    data.string(push.kind)
-                }
+                push.writeData(to: &message)
                 message.key("notification")
-                message.object { notification in
-                    notification.key("body")
-                    notification.string(push.body)
-                    notification.key("title")
-                    notification.string(push.title)
-                }
+                push.writeAlert(to: &message)
                 message.key("token")
                 message.string(token)
             }

@@ -148,3 +148,26 @@ enum PushHTTP {
         return format.date(from: value).map { min(max(0, $0.timeIntervalSince(now)), 86400) }
     }
 }
+
+extension PushJob {
+    /// `{"id", "kind"}`: what every push carries for the app to open (API.md), under `data` on
+    /// both providers.
+    func writeData(to json: inout JSONWriter) {
+        json.object { data in
+            data.key("id")
+            data.string(objectID)
+            data.key("kind")
+            data.string(kind)
+        }
+    }
+
+    /// `{"body", "title"}`: the alert, as both providers name its fields.
+    func writeAlert(to json: inout JSONWriter) {
+        json.object { alert in
+            alert.key("body")
+            alert.string(body)
+            alert.key("title")
+            alert.string(title)
+        }
+    }
+}
