@@ -102,6 +102,14 @@ extension AuthResponse {
     }
 }
 
+extension Response {
+    /// 204 to a request whose body held a password: `no-store`, so that under an
+    /// `Idempotency-Key` neither the answer nor a hash of the body is kept (a retry is 409).
+    static func noContentAfterASecret() -> Response {
+        Response(status: .noContent, headers: [.cacheControl: "no-store"])
+    }
+}
+
 struct AuthResponse: Encodable, Sendable {
     let user: PrivateUser
     let token: String

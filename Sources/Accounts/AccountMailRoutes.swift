@@ -48,7 +48,7 @@ package struct AccountMailRoutes: Sendable {
         let body = try await request.decodeStrict(PasswordResetConfirmBody.self, context: context)
         let password = try AccountValidation.password(body.newPassword, field: "new_password")
         try await mail.confirmReset(token: body.token.trimmingCharacters(in: .whitespaces), newPassword: password)
-        return .noContent()
+        return .noContentAfterASecret()
     }
 }
 

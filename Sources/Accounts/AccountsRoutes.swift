@@ -84,7 +84,7 @@ package struct AccountsRoutes: Sendable {
         if let unknown = body.push?.keys.sorted().first(where: { !PushPreference.kinds.contains($0) }) {
             throw AppError.invalid("push.\(unknown)", "unknown kind; the kinds are trades, alerts, contact")
         }
-        guard let user = try await service.users.updateProfile(userID: session.user.id, displayName: body.displayName, bio: body.bio,
+        guard let user = try await service.updateProfile(userID: session.user.id, displayName: body.displayName, bio: body.bio,
                                                                alerts: body.alerts, push: body.push ?? [:]) else {
             throw AppError.notFound("This account no longer exists")
         }
@@ -101,7 +101,7 @@ package struct AccountsRoutes: Sendable {
             throw AppError.broken("current_password", "is incorrect")
         }
         try await service.changePassword(session: session, current: body.currentPassword, new: new)
-        return .noContent()
+        return .noContentAfterASecret()
     }
 
     @Sendable func publicProfile(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -26,6 +26,15 @@ package struct AccountsService: Sendable {
         self.logger = logger
     }
 
+    /// `PATCH /v1/me`: one statement, in a transaction so that an `Idempotency-Key`'s answer is
+    /// kept with it. Nil when the account is gone.
+    func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>, alerts: String?,
+                       push: [String: Bool]) async throws -> UserRecord? {
+        try await client.transaction(logger: logger) { connection in
+            try await users.updateProfile(userID: userID, displayName: displayName, bio: bio, alerts: alerts, push: push, on: connection)
+        }
+    }
+
     package struct Registration: Sendable {
         let email: String
         let emailNormalized: String

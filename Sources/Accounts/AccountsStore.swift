@@ -72,7 +72,7 @@ package struct AccountsStore: Sendable {
     }
 
     func updateProfile(userID: UUID, displayName: FieldUpdate<String>, bio: FieldUpdate<String>, alerts: String?,
-                       push: [String: Bool]) async throws -> UserRecord? {
+                       push: [String: Bool], on connection: PostgresConnection) async throws -> UserRecord? {
         let on = push.filter(\.value).map(\.key)
         let off = push.filter { !$0.value }.map(\.key)
         let (setName, nameValue) = displayName.parts
@@ -86,7 +86,7 @@ package struct AccountsStore: Sendable {
                 updated_at = now()
             WHERE u.id = \(userID)
             RETURNING \(unescaped: Self.userColumns)
-            """, logger: logger)
+            """, on: connection, logger: logger)
         for try await row in rows.decode(UserRow.self) { return Self.record(row) }
         return nil
     }

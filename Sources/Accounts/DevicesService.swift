@@ -41,6 +41,9 @@ package struct DevicesService: Sendable {
     }
 
     func delete(_ id: UUID, session: AuthenticatedSession) async throws {
-        guard try await store.delete(id, user: session.user.id) else { throw AppError.notFound("No such device") }
+        // A transaction for one statement, so that an Idempotency-Key's answer is kept with it.
+        try await client.transaction(logger: logger) { connection in
+            guard try await store.delete(id, user: session.user.id, on: connection) else { throw AppError.notFound("No such device") }
+        }
     }
 }

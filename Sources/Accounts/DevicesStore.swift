@@ -64,8 +64,8 @@ struct DevicesStore: Sendable {
         return views
     }
 
-    func delete(_ id: UUID, user: UUID) async throws -> Bool {
-        let rows = try await client.query("DELETE FROM devices WHERE id = \(id) AND user_id = \(user) RETURNING id", logger: logger)
+    func delete(_ id: UUID, user: UUID, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("DELETE FROM devices WHERE id = \(id) AND user_id = \(user) RETURNING id", logger: logger)
         for try await _ in rows.decode(UUID.self) { return true }
         return false
     }

@@ -52,6 +52,27 @@ package struct ThrottleStore: Sendable {
         try await client.query(query, on: connection, logger: logger)
     }
 
+    /// Of `keys` (one per member of `ids`), those under `limit` events within the window get one
+    /// more; their members are returned. For a batch, in one statement; the caller holds the lock.
+    package func recordUnder(keys: [String], for ids: [UUID], limit: Int, window: TimeInterval,
+                             on connection: PostgresConnection) async throws -> Set<UUID> {
+        let now = clock.now()
+        let rows = try await connection.query("""
+            WITH wanted AS (SELECT * FROM unnest(\(keys)::text[], \(ids)::uuid[]) AS w(key, id)),
+            allowed AS (
+                SELECT w.key, w.id FROM wanted w
+                WHERE (SELECT count(*) FROM throttle_events t
+                       WHERE t.key = w.key AND t.occurred_at > \(now) - make_interval(secs => \(window))) < \(limit)
+            ), counted AS (
+                INSERT INTO throttle_events (key, occurred_at) SELECT key, \(now) FROM allowed
+            )
+            SELECT id FROM allowed
+            """, logger: logger)
+        var allowed: Set<UUID> = []
+        for try await id in rows.decode(UUID.self) { allowed.insert(id) }
+        return allowed
+    }
+
     func reset(key: String) async throws {
         try await client.query("DELETE FROM throttle_events WHERE key = \(key)", logger: logger)
     }

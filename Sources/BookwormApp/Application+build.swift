@@ -239,7 +239,9 @@ func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, conf
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
                            clock: config.clock, logger: logger)
     SyncRoutes(service: sync).addRoutes(authenticated: authenticated)
-    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
+    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades,
+                                photos: PhotosService(client: client, maker: nil, settings: config.photos, logger: logger),
+                                clock: config.clock, logger: logger)
     ExportRoutes(service: exports).addRoutes(authenticated: authenticated)
     ImportRoutes(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
@@ -257,10 +259,11 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
     let trades = config.tradesService(client: client, logger: logger)
     let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
     let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
-    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, clock: config.clock, logger: logger)
+    let photos = PhotosService(client: client, maker: nil, settings: config.photos, logger: logger)
+    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, photos: photos,
+                                clock: config.clock, logger: logger)
     let alerts = AlertJobParts(client: client, outbox: outbox, push: config.pushQueue(client: client, logger: logger), templates: templates,
-                               policy: config.wishes, clock: config.clock,
-                               logger: logger)
+                               policy: config.wishes, notify: config.notify, clock: config.clock, logger: logger)
     let imports = ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)
     return JobRunner(client: client, handlers: [
         TradeSweep(service: trades),
@@ -273,6 +276,6 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
                      idempotency: config.idempotencyStore(client: client, logger: logger),
                      failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
         AlertFanOut(alerts), NewWishAlerts(alerts), AlertDigest(alerts),
-        PhotoRemake(service: PhotosService(client: client, maker: nil, settings: config.photos, logger: logger), clock: config.clock),
+        PhotoRemake(service: photos, clock: config.clock),
     ], logger: logger, clock: config.clock)
 }

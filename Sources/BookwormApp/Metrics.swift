@@ -30,12 +30,12 @@ struct MetricsScrape: Sendable {
     func render() async -> String {
         let registry = AppMetrics.registry
         let pool = database.usage.snapshot
-        registry.makeGauge(name: "bookworm_db_connections_in_use", help: "Pooled connections leased now").set(Int64(pool.inUse))
-        registry.makeGauge(name: "bookworm_db_connections_waiting", help: "Callers waiting for a pooled connection").set(Int64(pool.waiting))
+        gauge(registry, "bookworm_db_connections_in_use", help: "Pooled connections leased now").set(Int64(pool.inUse))
+        gauge(registry, "bookworm_db_connections_waiting", help: "Callers waiting for a pooled connection").set(Int64(pool.waiting))
         if let hasher {
             let load = hasher.load
-            registry.makeGauge(name: "bookworm_hash_waiting", help: "Requests waiting for a hashing slot").set(Int64(load.waiting))
-            registry.makeGauge(name: "bookworm_hash_running", help: "Argon2id computations running").set(Int64(load.running))
+            gauge(registry, "bookworm_hash_waiting", help: "Requests waiting for a hashing slot").set(Int64(load.waiting))
+            gauge(registry, "bookworm_hash_running", help: "Argon2id computations running").set(Int64(load.running))
         }
         do {
             try await outbox(registry)
@@ -44,6 +44,14 @@ struct MetricsScrape: Sendable {
             logger.warning("metrics: database figures unavailable", metadata: ["error": .string(String(reflecting: error))])
         }
         return registry.emitToString()
+    }
+
+    /// The registry's gauge of that full name (made on first use), through the descriptor API:
+    /// the name-and-help form is deprecated in swift-prometheus 2.
+    private func gauge(_ registry: PrometheusCollectorRegistry, _ name: String, labels: [(String, String)] = [],
+                       help: String) -> Prometheus.Gauge {
+        let descriptor = MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+        return labels.isEmpty ? registry.makeGauge(descriptor: descriptor) : registry.makeGauge(descriptor: descriptor, labels: labels)
     }
 
     private func outbox(_ registry: PrometheusCollectorRegistry) async throws {
@@ -55,18 +63,18 @@ struct MetricsScrape: Sendable {
             """, logger: logger)
         var retried: Int64 = 0
         for try await (status, count, again) in rows.decode((String, Int64, Int64).self) {
-            registry.makeGauge(name: "bookworm_outbox_messages", labels: [("status", status)],
-                               help: "Mail in the outbox by status (sent rows keep their headers only)").set(count)
+            gauge(registry, "bookworm_outbox_messages", labels: [("status", status)],
+                  help: "Mail in the outbox by status (sent rows keep their headers only)").set(count)
             retried += again
         }
-        registry.makeGauge(name: "bookworm_outbox_retried_messages", help: "Messages that needed more than one attempt").set(retried)
+        gauge(registry, "bookworm_outbox_retried_messages", help: "Messages that needed more than one attempt").set(retried)
         let due = try await database.query("""
             SELECT count(*)::int8, coalesce(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
             FROM outbox_messages WHERE status = 'queued' AND next_attempt_at <= now()
             """, logger: logger)
         for try await (count, age) in due.decode((Int64, Double).self) {
-            registry.makeGauge(name: "bookworm_outbox_due", help: "Queued messages due now").set(count)
-            registry.makeGauge(name: "bookworm_outbox_oldest_due_age_seconds", help: "Age of the oldest message due now").set(age)
+            gauge(registry, "bookworm_outbox_due", help: "Queued messages due now").set(count)
+            gauge(registry, "bookworm_outbox_oldest_due_age_seconds", help: "Age of the oldest message due now").set(age)
         }
     }
 
@@ -80,9 +88,9 @@ struct MetricsScrape: Sendable {
             FROM jobs GROUP BY kind
             """, logger: logger)
         for try await (kind, due, lag) in rows.decode((String, Int64, Double).self) {
-            registry.makeGauge(name: "bookworm_jobs_due", labels: [("kind", kind)], help: "Jobs due and not being run").set(due)
-            registry.makeGauge(name: "bookworm_jobs_lag_seconds", labels: [("kind", kind)],
-                               help: "How long the longest-waiting due job has waited").set(lag)
+            gauge(registry, "bookworm_jobs_due", labels: [("kind", kind)], help: "Jobs due and not being run").set(due)
+            gauge(registry, "bookworm_jobs_lag_seconds", labels: [("kind", kind)],
+                  help: "How long the longest-waiting due job has waited").set(lag)
         }
     }
 }

@@ -20,14 +20,24 @@ struct IdempotencyBenchmark {
         let base = "http://127.0.0.1:\(port)"
         let tokens = try (0..<clients).map { try BenchAccount.token(curl: tools.curl, base: base, username: "bench_retrier\($0)") }
         var plain: [Double] = [], keyed: [Double] = []
+        var plainCPU: [CPUShare] = [], keyedCPU: [CPUShare] = []
+        let postmaster = try server.postmasterPID(), serverPID = server.process.processIdentifier
         let originals = Samples()
         var sent: [[String]] = Array(repeating: [], count: clients)
         _ = phase(tokens: tokens, keys: false, run: "warm-up", into: Samples(), sent: &sent)
         sent = Array(repeating: [], count: clients)
         for round in 0..<rounds {
-            plain.append(phase(tokens: tokens, keys: false, run: "plain\(round)", into: Samples(), sent: &sent))
-            keyed.append(phase(tokens: tokens, keys: true, run: "keyed\(round)", into: originals, sent: &sent))
-            print("  round \(round + 1): \(Int(plain[round])) without a key, \(Int(keyed[round])) with one (requests/s)")
+            for keys in [false, true] {
+                let before = CPUSample.take(server: serverPID, postmaster: postmaster)
+                let rate = phase(tokens: tokens, keys: keys, run: "\(keys ? "keyed" : "plain")\(round)", into: keys ? originals : Samples(),
+                                 sent: &sent)
+                let share = CPUSample.take(server: serverPID, postmaster: postmaster)
+                    .perRequest(since: before, requests: rate * Double(seconds))
+                if keys { keyed.append(rate); keyedCPU.append(share) } else { plain.append(rate); plainCPU.append(share) }
+            }
+            print(String(format: "  round %d: %.0f without a key, %.0f with one (requests/s); CPU ms per request, server / PostgreSQL: "
+                         + "%.3f / %.3f without, %.3f / %.3f with", round + 1, plain[round], keyed[round], plainCPU[round].server,
+                         plainCPU[round].database, keyedCPU[round].server, keyedCPU[round].database))
         }
         let replays = Samples(), wrong = LockedCounter()
         let port = self.port, keys = sent

@@ -72,7 +72,9 @@ package struct CopiesStore: Sendable {
                 try cell(15).decode(String?.self), try cell(16).decode(String?.self))
     }
 
-    /// A client-made `id` another copy has already is `ClientMadeID.conflict` (see `clientMade`).
+    /// A client-made `id` another copy has already was answered by `clientMade` first; one
+    /// committed since is `ClientMadeID.Raced` (the transaction runs again and `clientMade` answers).
+    /// Pins, posts and wishes need no such thing: their creates are serialised per owner.
     package func create(id: UUID?, ownerID: UUID, bookID: UUID, condition: CopyCondition, notes: String?, pinID: UUID?,
                         on connection: PostgresConnection) async throws -> CopyView {
         do {
@@ -88,7 +90,7 @@ package struct CopiesStore: Sendable {
         } catch let error as PSQLError where error.sqlState == "23503" {
             throw AppError.unprocessable("book_id: no book with id \(bookID.apiString)")
         }
-        if id != nil { throw ClientMadeID.conflict }
+        if id != nil { throw ClientMadeID.Raced() }
         throw AppError.unavailable("copy insert returned no row")
     }
 

@@ -1,3 +1,4 @@
+import Accounts
 import BookwormCore
 import Foundation
 import Logging
@@ -14,10 +15,11 @@ package struct AlertJobParts: Sendable {
     let logger: Logger
 
     package init(client: Database, outbox: OutboxStore, push: PushQueue, templates: MailTemplates, policy: WishPolicy,
-                 clock: any AppClock, logger: Logger) {
+                 notify: NotifyPolicy, clock: any AppClock, logger: Logger) {
         self.client = client
         self.alerts = AlertsStore(client: client, logger: logger)
-        self.mail = AlertMail(alerts: alerts, outbox: outbox, push: push, templates: templates)
+        let budget = NotifyBudget(throttles: ThrottleStore(client: client, logger: logger, clock: clock), policy: notify)
+        self.mail = AlertMail(alerts: alerts, outbox: outbox, push: push, templates: templates, budget: budget)
         self.policy = policy
         self.clock = clock
         self.logger = logger
@@ -45,7 +47,7 @@ package struct AlertFanOut: JobHandler {
                 guard let offered = try await parts.alerts.offer(copy, on: connection) else { return nil }
                 let (last, written) = try await parts.alerts.fanOut(offered, after: start, limit: parts.policy.fanOutBatch, now: now,
                                                                     on: connection)
-                if !written.isEmpty { try await parts.mail.handle(written, now: now, on: connection) }
+                if !written.isEmpty { try await parts.mail.handle(written, from: offered.owner, now: now, on: connection) }
                 return last
             }
         } while after != nil
@@ -71,7 +73,7 @@ package struct NewWishAlerts: JobHandler {
             for wish in try await parts.alerts.takeUncheckedWishes(of: user, on: connection) {
                 written += try await parts.alerts.forNewWish(wish, limit: parts.policy.alertsPerNewWish, now: now, on: connection)
             }
-            if !written.isEmpty { try await parts.mail.handle(written, now: now, on: connection) }
+            if !written.isEmpty { try await parts.mail.handle(written, from: nil, now: now, on: connection) }
         }
         return .done
     }
@@ -114,7 +116,9 @@ package struct AlertDigest: JobHandler {
 
 /// Alert mail, by each wisher's preference: `instant` queues one mail per wisher and fan-out
 /// batch now, `daily` leaves the alerts for the day's digest, `off` queues nothing. Unverified
-/// addresses get nothing.
+/// addresses get nothing. A copy's owner sets off a fan-out by listing it, so its instant mail
+/// and push draw on the owner's notify budget for that wisher: past it, the alerts are still
+/// written and told to the app's live stream, but nothing is mailed or pushed.
 struct AlertMail: Sendable {
     /// A digest lists this many alerts and counts the rest.
     static let digestListed = 50
@@ -123,20 +127,26 @@ struct AlertMail: Sendable {
     let outbox: OutboxStore
     let push: PushQueue
     let templates: MailTemplates
+    let budget: NotifyBudget
 
-    func handle(_ written: [NewAlert], now: Date, on connection: PostgresConnection) async throws {
+    /// `sender`: the owner whose copy set the alerts off, or nil when the wisher did (a new wish).
+    func handle(_ written: [NewAlert], from sender: UUID?, now: Date, on connection: PostgresConnection) async throws {
         var messages: [MailMessage] = []
         var settled: [UUID] = []
         var pushes: [PushMessage] = []
-        for theirs in Dictionary(grouping: written, by: \.user).values {
+        let byUser = Dictionary(grouping: written, by: \.user)
+        let wantNow = byUser.compactMap { user, theirs in theirs.first?.preference == "instant" ? user : nil }
+        var allowed = Set(wantNow)
+        if let sender { allowed = try await budget.spendEach(from: sender, to: wantNow, on: connection) }
+        for (user, theirs) in byUser {
             guard let first = theirs.first else { continue }
             // Instant alerts push too (unverified addresses included: the phone is not the mail);
             // a digest's are told by the digest.
-            if first.preference == "instant" { pushes.append(Self.push(theirs)) }
+            if first.preference == "instant", allowed.contains(user) { pushes.append(Self.push(theirs)) }
             switch (first.preference, first.verified) {
             case ("daily", true):
                 continue
-            case ("instant", true):
+            case ("instant", true) where allowed.contains(user):
                 messages.append(instant(theirs))
                 settled += theirs.map(\.id)
             default:

@@ -61,8 +61,8 @@ struct CreatePinBody: StrictBody {
     }
 }
 
-/// `PATCH /v1/me/pins/{id}`: a pin always has a label, a point and a kind, so only
-/// `is_default` takes null, which (as on create) is the same as leaving it out.
+/// `PATCH /v1/me/pins/{id}`: a pin always has a label, a point and a kind, and is the default
+/// or not, so no field takes null (400 naming it); a field left out stays as it was.
 struct UpdatePinBody: PatchBody {
     let label: String?
     let latitude: Double?
@@ -75,7 +75,7 @@ struct UpdatePinBody: PatchBody {
         case isDefault = "is_default"
     }
 
-    static let nullableKeys: [CodingKeys] = [.isDefault]
+    static let nullableKeys: [CodingKeys] = []
 }
 
 package enum PlacesValidation {

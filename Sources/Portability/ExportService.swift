@@ -1,4 +1,5 @@
 import BookwormCore
+import Catalog
 import Exchange
 import Discovery
 import Foundation
@@ -12,14 +13,16 @@ import ZIPFoundation
 package struct ExportService: Sendable {
     let store: ExportStore
     let owned: OwnedViews
+    let photos: PhotosService
     let clock: any AppClock
     let logger: Logger
     static let keep: TimeInterval = 72 * 3600
 
-    package init(client: Database, readings: ReadingsService, wishes: WishesService, trades: TradesService, clock: any AppClock,
-                 logger: Logger) {
+    package init(client: Database, readings: ReadingsService, wishes: WishesService, trades: TradesService, photos: PhotosService,
+                 clock: any AppClock, logger: Logger) {
         self.store = ExportStore(client: client, logger: logger)
         self.owned = OwnedViews(client: client, readings: readings, wishes: wishes, trades: trades, logger: logger)
+        self.photos = photos
         self.clock = clock
         self.logger = logger
     }
@@ -53,6 +56,14 @@ package struct ExportService: Sendable {
 
     func build(_ id: UUID) async throws {
         guard let user = try await store.claim(id) else { return }
+        // Before anything is read: an upload stored before photos were made anew is made now (as
+        // a viewer asking for it would have it made), and its copies point at what it became, so
+        // copies.json and photos/ agree and the upload as it came never leaves.
+        for waiting in try await store.uploadsWaiting(of: user) {
+            do { try await photos.remake(waiting) } catch {
+                logger.warning("a photo could not be made anew for an export", metadata: ["photo": .string(waiting)])
+            }
+        }
         let archive = try Archive(accessMode: .create)
         var counts: [String: Int] = [:]
         let objects = try await store.objects(of: user)
@@ -70,11 +81,11 @@ package struct ExportService: Sendable {
         try add(archive, "profile.json", try encoder.encode(try await store.profile(of: user)))
         let devices = try await store.devices(of: user)
         try add(archive, "devices.json", try encoder.encode(devices))
-        let photos = try await store.photos(of: user)
-        for photo in photos {
+        let files = try await store.photos(of: user)
+        for photo in files {
             try add(archive, "photos/\(photo.id).jpg", Data(photo.bytes.readableBytesView))
         }
-        try add(archive, "README.txt", Data(Self.readme(counts: counts, photos: photos.count, devices: devices.count, at: clock.now()).utf8))
+        try add(archive, "README.txt", Data(Self.readme(counts: counts, photos: files.count, devices: devices.count, at: clock.now()).utf8))
         guard let data = archive.data else { throw AppError.unavailable("the export archive has no bytes") }
         try await store.finish(id, archive: data, now: clock.now(), keep: Self.keep)
         logger.info("export built", metadata: ["export_id": .string(id.apiString), "bytes": .stringConvertible(data.count)])

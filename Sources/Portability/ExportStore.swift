@@ -98,8 +98,19 @@ struct ExportStore: Sendable {
         return devices
     }
 
-    /// The photos of the user's copies, each once, as their full-size JPEG (an upload not made
-    /// anew yet is left out: what is exported is what is shown).
+    /// The user's copies' photos that are uploads not made anew yet.
+    func uploadsWaiting(of user: UUID) async throws -> [String] {
+        let rows = try await client.query("""
+            SELECT DISTINCT p.id FROM photos p JOIN copies c ON c.photo_id = p.id
+            WHERE c.owner_id = \(user) AND p.bytes IS NOT NULL
+            """, logger: logger)
+        var ids: [String] = []
+        for try await id in rows.decode(String.self) { ids.append(id) }
+        return ids
+    }
+
+    /// The photos of the user's copies, each once, as their full-size JPEG (an upload that could
+    /// not be made anew is left out: what is exported is what is shown).
     func photos(of user: UUID) async throws -> [(id: String, bytes: ByteBuffer)] {
         let rows = try await client.query("""
             SELECT f.photo_id, f.bytes FROM photo_files f

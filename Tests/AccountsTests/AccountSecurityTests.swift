@@ -69,6 +69,17 @@ import Testing
         }
     }
 
+    /// Behind the proxy the address is the hop the proxy added (the last), not one the client
+    /// wrote in front of it: a made-up `X-Forwarded-For` dodges no throttle.
+    @Test func aForwardedForTheClientWroteDoesNotDodgeTheThrottle() async throws {
+        try await withApp(configure: { $0.throttles.registrations = 3 }) { app in
+            for index in 1...3 { _ = try await app.register(from: "10.9.9.\(index), 198.51.100.77") }
+            let fourth = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "fourth@example.org", "username": "fourth", "password": "correct horse battery"], from: "10.9.9.4,198.51.100.77")
+            #expect(fourth.status == .tooManyRequests)
+        }
+    }
+
     @Test func registrationIsThrottledPerAddress() async throws {
         try await withApp(configure: { $0.throttles.registrations = 3 }) { app in
             for _ in 1...3 { _ = try await app.register(from: "198.51.100.77") }

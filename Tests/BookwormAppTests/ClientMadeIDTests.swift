@@ -98,6 +98,23 @@ import Testing
         }
     }
 
+    /// A phone retrying while its first try is still on the way: the same create sent eight
+    /// times at once makes one copy; one answer is 201 and the others 200 with that copy.
+    @Test func identicalCreatesWithOneIdAtOnceMakeOneCopyAndAnswerItToAll() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let id = UUID().uuidString.lowercased()
+            let body = #"{"id":"\#(id)","title":"Kindred","authors":["Octavia E. Butler"],"condition":"good"}"#
+            let answers = try await withThrowingTaskGroup(of: TestResponse.self) { group in
+                for _ in 0..<8 { group.addTask { try await app.request(.post, "/v1/me/copies", raw: body, token: me.token) } }
+                return try await group.reduce(into: [TestResponse]()) { $0.append($1) }
+            }
+            #expect(answers.map(\.status.code).sorted() == [200, 200, 200, 200, 200, 200, 200, 201])
+            #expect(try answers.allSatisfy { try $0.jsonObject()["id"] as? String == id })
+            #expect(try await app.count("SELECT count(*)::int8 FROM copies WHERE owner_id = $USER", user: me.id) == 1)
+        }
+    }
+
     @Test func anIdThatIsNotAVersion4Or7UUIDIs400() async throws {
         try await withApp { app in
             let me = try await app.register()

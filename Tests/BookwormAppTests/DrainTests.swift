@@ -66,6 +66,7 @@ import Glibc
             let ready = try await app.request(.get, "/health/ready")
             #expect(ready.status == .serviceUnavailable)
             #expect(ready.headers[.contentType] == "application/problem+json")
+            #expect(ready.headers[.retryAfter] == "2")
             #expect(try await app.request(.get, "/health/live").status == .ok)
         }
     }

@@ -1,3 +1,4 @@
+import FakePush
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -145,6 +146,10 @@ import Testing
             #expect(try again.jsonObject()["type"] as? String == "https://bookworm.example/problems/idempotency_not_replayable")
             #expect(!String(buffer: again.body).contains(try first.jsonObject()["token"] as? String ?? "?"))
             #expect(try await app.count("SELECT count(*)::int8 FROM idempotency_keys WHERE body IS NULL AND scope LIKE 'address:%'", user: "") == 1)
+            // So is a login's, whose session is written outside the request's transaction.
+            let login = #"{"login":"keyed_user","password":"correct horse battery"}"#
+            #expect(try await app.request(.post, "/v1/auth/login", raw: login, headers: Self.keyed("signin")).status == .ok)
+            #expect(try await app.request(.post, "/v1/auth/login", raw: login, headers: Self.keyed("signin")).status == .conflict)
             // The key is the client address's: another address's is another key.
             let elsewhere = try await app.request(.post, "/v1/auth/register", raw: body, headers: Self.keyed("signup"), from: "203.0.113.9")
             #expect(elsewhere.status == .conflict)
@@ -234,6 +239,47 @@ import Testing
             #expect(first.status == .accepted && again.status == .accepted && again.headers[.idempotentReplayed] == "true")
             #expect(String(buffer: first.body) == String(buffer: again.body))
             #expect(try await app.count("SELECT count(*)::int8 FROM imports WHERE user_id = $USER", user: me.id) == 1)
+        }
+    }
+
+    /// `PATCH /v1/me` and a device's removal are one statement each, in a transaction of their
+    /// own; an unblock is one outside any, whose answer is kept right after it. Each retry replays.
+    @Test func aWriteOfOneStatementReplaysItsAnswerAndChangesNothing() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let first = try await app.request(.patch, "/v1/me", raw: #"{"bio":"first"}"#, token: me.token, headers: Self.keyed("bio"))
+            #expect(try await app.request(.patch, "/v1/me", raw: #"{"bio":"since"}"#, token: me.token).status == .ok)
+            let retry = try await app.request(.patch, "/v1/me", raw: #"{"bio":"first"}"#, token: me.token, headers: Self.keyed("bio"))
+            #expect(first.status == .ok && retry.status == .ok && retry.headers[.idempotentReplayed] == "true")
+            #expect(String(buffer: retry.body) == String(buffer: first.body))
+            #expect(try await app.request(.get, "/v1/me", token: me.token).jsonObject()["bio"] as? String == "since")
+            let device = try await app.registerDevice(me.token, token: FakePushProvider.apnsToken())
+            let id = try #require(try device.jsonObject()["id"] as? String)
+            let removed = try await app.request(.delete, "/v1/me/devices/\(id)", token: me.token, headers: Self.keyed("device"))
+            let again = try await app.request(.delete, "/v1/me/devices/\(id)", token: me.token, headers: Self.keyed("device"))
+            #expect(removed.status == .noContent && again.status == .noContent && again.headers[.idempotentReplayed] == "true")
+            let other = try await app.register()
+            #expect(try await app.request(.put, "/v1/users/\(other.username)/block", token: me.token).status == .noContent)
+            let unblocked = try await app.request(.delete, "/v1/users/\(other.username)/block", token: me.token, headers: Self.keyed("unblock"))
+            let reunblocked = try await app.request(.delete, "/v1/users/\(other.username)/block", token: me.token, headers: Self.keyed("unblock"))
+            #expect(unblocked.status == .noContent && reunblocked.headers[.idempotentReplayed] == "true")
+        }
+    }
+
+    /// A password change's body holds two passwords: no fast hash of it is kept, and its retry
+    /// is told to look instead of being answered 204 from a kept answer.
+    @Test func aPasswordChangeUnderAKeyKeepsNoHashAndIsNotReplayed() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let body = #"{"current_password":"\#(me.password)","new_password":"a brand new passphrase"}"#
+            let changed = try await app.request(.post, "/v1/me/password", raw: body, token: me.token, headers: Self.keyed("pw"))
+            #expect(changed.status == .noContent && changed.headers[.cacheControl] == "no-store")
+            let again = try await app.request(.post, "/v1/me/password", raw: body, token: me.token, headers: Self.keyed("pw"))
+            #expect(again.status == .conflict)
+            #expect(try again.jsonObject()["type"] as? String == "https://bookworm.example/problems/idempotency_not_replayable")
+            #expect(try await app.count("""
+                SELECT count(*)::int8 FROM idempotency_keys WHERE scope = 'user:' || $USER AND body IS NULL AND length(request_hash) = 0
+                """, user: me.id) == 1)
         }
     }
 

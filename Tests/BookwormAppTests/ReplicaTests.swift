@@ -62,6 +62,9 @@ import Testing
                 let fresh = try #require(try await app.addCopy(owner.token, title: "Only On The Primary")["id"] as? String)
                 let mine = try await app.request(.get, "/v1/me/copies?limit=100", token: owner.token).jsonObject()["data"] as? [[String: Any]]
                 #expect(mine?.compactMap { $0["id"] as? String }.contains(fresh) == true)
+                // Sync reads the primary: a phone's pull never misses what it just wrote.
+                let synced = try await app.syncAll(owner.token).changes
+                #expect(synced.contains { $0["type"] as? String == "copy" && $0["id"] as? String == fresh })
                 // Served by the replica, which has not replayed it. Eventually: on a loaded machine a
                 // replica read can miss its 500 ms acquire deadline, and then the primary serves the
                 // library for `ReplicaFallback.rest` (10 s) before the replica is tried again.

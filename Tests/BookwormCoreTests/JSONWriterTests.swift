@@ -100,9 +100,14 @@ import Testing
         let book = BookSummary(id: UUID(), isbn13: random.bool() ? "9780306406157" : nil, title: random.pick(awkward + ["Dune"]),
                                authors: (0..<random.next(upTo: 3)).map { _ in random.pick(awkward) })
         let owner = OwnerSummary(id: UUID(), username: random.pick(awkward), displayName: random.bool() ? nil : random.pick(awkward))
+        let photoID = random.bool() ? nil : "p/\(random.next(upTo: 1000))"
+        // A photo with its sizes, or an upload not made anew yet (photo_url alone); a blurhash's
+        // alphabet has JSON's punctuation in it (never a quote or a backslash).
+        let blurhash = random.pick(["LEHV6nWB2yk8pyo0adR*.7kCMdnj", #"L~}[|]^_{@?;=:.-,+*%$#"#])
+        let photo = random.bool() ? nil : PhotoInfo(id: photoID, column: "\(random.next(upTo: 1600) + 1) \(random.next(upTo: 1600) + 1) \(blurhash)")
         return CopyView(id: UUID(), book: book, owner: owner, condition: "like_new", status: "available",
                         notes: random.bool() ? nil : random.pick(awkward), pinID: random.bool() ? nil : UUID(),
-                        photoID: random.bool() ? nil : "p/\(random.next(upTo: 1000))",
+                        photoID: photoID, photo: photo,
                         createdAt: Date(timeIntervalSince1970: random.double(0, 4_102_444_800)),
                         updatedAt: Date(timeIntervalSince1970: random.double(1_600_000_000, 1_900_000_000)), createdMicros: 0)
     }

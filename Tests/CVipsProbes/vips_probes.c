@@ -57,3 +57,10 @@ void *bw_probe_animated_webp(size_t *length) {
 void bw_probe_free(void *pointer) {
     g_free(pointer);
 }
+
+void bw_probe_limits(int *cache_operations, size_t *cache_bytes, int *cache_files, int *threads) {
+    *cache_operations = vips_cache_get_max();
+    *cache_bytes = vips_cache_get_max_mem();
+    *cache_files = vips_cache_get_max_files();
+    *threads = vips_concurrency_get();
+}

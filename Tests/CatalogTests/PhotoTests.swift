@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
-import Synchronization
 import Testing
 @testable import BookwormCore
 @testable import BookwormTestSupport
@@ -96,17 +95,31 @@ extension TestApp {
         try await withApp { app in
             let owner = try await app.register()
             let png = try await app.copyWithPhoto(owner.token, try TestPictures.pngWithText(), type: "image/png")
+            try await Self.expectEveryFileClean(png, app)
             let pngFull = Data(try await app.download(try #require(png["photo_url"] as? String)).body.readableBytesView)
-            #expect(Self.leaksNothing(pngFull))
             #expect(try TestPictures.size(pngFull, ext: "jpg") == (300, 300))
             // vips carries the phone's EXIF (GPS, serial) into the HEIC it writes.
             let heic = try TestPictures.convert(try TestPictures.phoneJPEG(width: 640, height: 480), from: "jpg", to: "heic")
             #expect(heic.range(of: Data("SN-4242".utf8)) != nil)
             let fromHEIC = try await app.copyWithPhoto(owner.token, heic, type: "image/heic")
+            try await Self.expectEveryFileClean(fromHEIC, app)
             let served = Data(try await app.download(try #require(fromHEIC["photo_url"] as? String)).body.readableBytesView)
             #expect(Self.leaksNothing(served))
             let size = try TestPictures.size(served, ext: "jpg")
             #expect(Set([size.width, size.height]) == [640, 480])
+        }
+    }
+
+    /// Each of the copy's six files (three sizes, JPEG and WebP) holds none of the secrets and
+    /// no metadata segment or chunk.
+    static func expectEveryFileClean(_ copy: [String: Any], _ app: TestApp) async throws {
+        let urls = try #require((copy["photo"] as? [String: Any])?["urls"] as? [String: String])
+        for size in ["thumb", "card", "full"] {
+            let jpeg = Data(try await app.download(try #require(urls[size])).body.readableBytesView)
+            let webp = Data(try await app.download(try #require(urls[size]), webp: true).body.readableBytesView)
+            #expect(leaksNothing(jpeg) && leaksNothing(webp), "\(size)")
+            #expect(TestPictures.jpegMarkers(jpeg).allSatisfy { ![0xE1, 0xE2, 0xED, 0xFE].contains($0) }, "\(size)")
+            #expect(Set(WebPContainer.chunks(webp)).isDisjoint(with: ["EXIF", "XMP ", "ICCP"]), "\(size)")
         }
     }
 
@@ -129,23 +142,6 @@ extension TestApp {
         }
     }
 
-    @Test func pastItsThreadsAndQueueAnUploadIs503WithRetryAfter() async throws {
-        let maker = try PhotoMaker(settings: .init(concurrency: 1, queueLimit: 0))
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("busy-\(UUID().uuidString).jpg").path
-        _ = try TestPictures.tool("vips", "black", folder, "4000", "3000", "--bands", "3")
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let large = try Data(contentsOf: URL(fileURLWithPath: folder)), small = try TestPictures.phoneJPEG()
-        let first = Task { try await maker.make(large) }
-        while maker.admittedCount == 0 { await Task.yield() }
-        do {
-            _ = try await maker.make(small)
-            Issue.record("a second photo was taken while the only thread was busy")
-        } catch AppError.overloaded(let retryAfter) {
-            #expect(retryAfter >= 1)
-        }
-        #expect(try await first.value.width == 1600)
-    }
-
     @Test func aDisplayP3PhotoIsConvertedToSRGBNotRelabelled() async throws {
         try await withApp { app in
             let owner = try await app.register()
@@ -155,56 +151,6 @@ extension TestApp {
             let colour = try TestPictures.pixel(full, ext: "jpg", x: 32, y: 32)
             #expect(colour[0] < 60 && colour[1] > 180 && colour[2] < 55, "\(colour)")
         }
-    }
-
-    @Test func aDecodePastItsDeadlineStopsAndIsNotThePicturesFault() throws {
-        let black = try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3")
-        let sideways = TestPictures.withPhoneMetadata(black)
-        var settings = PhotoMaker.Settings(concurrency: 1)
-        settings.deadlineSeconds = 0.000_001
-        do {
-            _ = try PhotoMaker.makeNow(sideways, settings: settings)
-            Issue.record("a decode past its deadline was finished")
-        } catch let refusal as PhotoRefusal {
-            guard case .timedOut = refusal else {
-                Issue.record("\(refusal)")
-                return
-            }
-            // A stored upload is not dropped for it; an uploader is told the picture cannot be read.
-            #expect(!refusal.isThePicturesFault)
-            guard case .unprocessableBecause(let code, _, _) = refusal.appError else {
-                Issue.record("\(refusal.appError)")
-                return
-            }
-            #expect(code == "image_unreadable")
-        }
-        settings.deadlineSeconds = 20
-        let made = try PhotoMaker.makeNow(sideways, settings: settings)
-        #expect(made.width == 1200 && made.height == 1600)
-    }
-
-    /// Photo threads run in SCHED_IDLE, so a busy machine can keep a good picture from a core for
-    /// longer than its deadline; only the work done for it counts, so it is made, not refused.
-    @Test func aDecodeWaitingForCoresIsNotOutOfTime() async throws {
-        let picture = TestPictures.withPhoneMetadata(try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3"))
-        var twoSeconds = PhotoMaker.Settings(concurrency: 1)
-        twoSeconds.deadlineSeconds = 2
-        let settings = twoSeconds
-        let decoding = Atomic(true)
-        let made = try await withCheckedThrowingContinuation { (done: CheckedContinuation<MadePhoto, Error>) in
-            Thread {
-                // Many ordinary threads share the cores with the decode for four seconds at most
-                // (the rest of the suite shares them too): it waits more than two seconds for
-                // them while working much less than that.
-                let until = ContinuousClock.now + .seconds(4)
-                for _ in 0..<16 * ProcessInfo.processInfo.activeProcessorCount {
-                    Thread { while decoding.load(ordering: .relaxed), ContinuousClock.now < until {} }.start()
-                }
-                done.resume(with: Result { try PhotoMaker.makeNow(picture, settings: settings) })
-                decoding.store(false, ordering: .relaxed)
-            }.start()
-        }
-        #expect(made.width == 1200 && made.height == 1600)
     }
 
     @Test func aStripOfPixelsIsAPictureNotAServerError() async throws {

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+@testable import Accounts
 @testable import BookwormCore
 @testable import Discovery
 @testable import BookwormTestSupport
@@ -68,6 +69,31 @@ import Testing
             // One fan-out per copy, so one instant mail per copy.
             #expect(mails.map(\.to) == [eager.email, eager.email])
             #expect(!mails.contains { $0.to == quiet.email })
+        }
+    }
+
+    /// Listing copy after copy of a wished book is a way to mail the wisher: the owner's daily
+    /// budget for them bounds it (shared with trades and contact). Every alert is still written.
+    @Test func anOwnerListingCopyAfterCopyMailsAnInstantWisherAtMostTheBudget() async throws {
+        let budget = NotifyPolicy(perRecipientPerDay: 3, perSenderPerHour: 30)
+        try await withApp { app in
+            let eager = try await app.wisher(alerts: "instant")
+            let owner = try await app.wisher(at: 52.53, 13.41)
+            let book = try await app.book(owner.token, title: "Solaris", authors: ["Stanislaw Lem"])
+            try await app.runJobs()
+            #expect(try await app.wish(eager.token, book: book).status == .created)
+            try await app.runJobs()
+            for _ in 0..<5 {
+                _ = try await app.offer(owner.token, title: "Solaris", authors: ["Stanislaw Lem"])
+                try await app.runJobs(notify: budget)
+            }
+            #expect(try await app.alertRows(eager.id) == 5)
+            #expect(try await app.alertMails().map(\.to) == Array(repeating: eager.email, count: 3))
+            // A day later the budget is whole again.
+            app.clock.advance(by: 86400 + 60)
+            _ = try await app.offer(owner.token, title: "Solaris", authors: ["Stanislaw Lem"])
+            try await app.runJobs(notify: budget)
+            #expect(try await app.alertMails().count == 4)
         }
     }
 

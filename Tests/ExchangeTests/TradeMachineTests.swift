@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+@testable import Accounts
 @testable import BookwormCore
 @testable import Exchange
 @testable import BookwormTestSupport

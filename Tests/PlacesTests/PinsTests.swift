@@ -106,9 +106,11 @@ import Testing
             let account = try await app.register()
             let pin = try await app.addPin(account.token, kind: "meetup")
             let id = try #require(pin["id"] as? String)
-            // `is_default: null` is documented as the same as leaving it out.
-            let patch = try await app.request(.patch, "/v1/me/pins/\(id)", json: ["label": "Park", "is_default": NSNull()],
-                                              token: account.token)
+            let null = try await app.request(.patch, "/v1/me/pins/\(id)", json: ["label": "Park", "is_default": NSNull()],
+                                             token: account.token)
+            #expect(null.status == .badRequest)
+            #expect(try null.problemFields() == ["is_default"])
+            let patch = try await app.request(.patch, "/v1/me/pins/\(id)", json: ["label": "Park"], token: account.token)
             #expect(patch.status == .ok)
             let after = try patch.jsonObject()
             #expect(after["label"] as? String == "Park")

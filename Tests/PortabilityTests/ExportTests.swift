@@ -1,8 +1,14 @@
 import Foundation
 import HummingbirdTesting
+import Logging
+import NIOCore
 import Testing
 import ZIPFoundation
+@testable import BookwormApp
 @testable import BookwormCore
+@testable import Catalog
+@testable import Discovery
+@testable import Exchange
 @testable import Portability
 @testable import BookwormTestSupport
 
@@ -83,6 +89,48 @@ import ZIPFoundation
             let token = try #require(try login.jsonObject()["token"] as? String)
             #expect(try await app.request(.get, url, token: token).status == .gone)
             #expect(try await app.request(.post, "/v1/me/exports", token: token).status == .accepted)
+        }
+    }
+
+    /// A photo made on upload and one stored before photos were made anew (its remake job not run
+    /// yet): the export carries each as the full-size JPEG a viewer downloads, with nothing of the
+    /// phone's metadata.
+    @Test func anExportCarriesEveryPhotoCleanEvenOneWaitingToBeMadeAnew() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let shown = try #require(try await app.addCopy(me.token, title: "Shown")["id"] as? String)
+            let put = try await app.client.executeRequest(uri: "/v1/copies/\(shown)/photo", method: .put,
+                                                          headers: [.contentType: "image/jpeg", .authorization: "Bearer \(me.token)"],
+                                                          body: ByteBuffer(bytes: try TestPictures.phoneJPEG()))
+            #expect(put.status == .ok)
+            let waiting = try #require(try await app.addCopy(me.token, title: "Waiting")["id"] as? String)
+            let old = String(repeating: "e", count: 64), upload = try TestPictures.phoneJPEG(width: 300, height: 100)
+            try await app.db.query("INSERT INTO photos (id, content_type, bytes) VALUES (\(old), 'image/jpeg', \(ByteBuffer(bytes: upload)))")
+            try await app.db.query("UPDATE copies SET photo_id = \(old) WHERE id = \(UUID(uuidString: waiting))")
+
+            let started = try await app.request(.post, "/v1/me/exports", token: me.token)
+            let id = try #require(UUID(uuidString: try started.jsonObject()["id"] as? String ?? ""))
+            // The export job alone, as the worker makes it (the remake job would make the upload anew first).
+            var config = Config.forTests(app.settings)
+            config.clock = app.clock
+            let logger = Logger(label: "export-test")
+            try await ExportService(client: app.db, readings: ReadingsService(client: app.db, clock: app.clock, logger: logger),
+                                    wishes: WishesService(client: app.db, policy: config.wishes, clock: app.clock, logger: logger),
+                                    trades: config.tradesService(client: app.db, logger: logger),
+                                    photos: PhotosService(client: app.db, maker: nil, settings: config.photos, logger: logger),
+                                    clock: app.clock, logger: logger).build(id)
+
+            let status = try await app.request(.get, "/v1/me/exports/\(id.apiString)", token: me.token).jsonObject()
+            let download = try await app.request(.get, try #require(status["download_url"] as? String), token: me.token)
+            let archive = try Archive(data: Data(download.body.readableBytesView), accessMode: .read)
+            let photos = archive.filter { $0.path.hasPrefix("photos/") }
+            #expect(photos.count == 2 && !photos.contains { $0.path.contains(old) })
+            for entry in photos {
+                var jpeg = Data()
+                _ = try archive.extract(entry) { jpeg.append($0) }
+                #expect(TestPictures.jpegMarkers(jpeg).allSatisfy { ![0xE1, 0xE2, 0xED, 0xFE].contains($0) }, "\(entry.path)")
+                #expect(jpeg.range(of: Data("SN-4242".utf8)) == nil)
+            }
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import HummingbirdTesting
 import PostgresNIO
+@testable import Accounts
 @testable import BookwormCore
 @testable import Mail
 @testable import Exchange
@@ -68,16 +69,17 @@ extension TestApp {
     }
 
     /// The trade job runner on this test's database and clock (the app's own runner is off in tests).
-    func jobRunner(policy: TradePolicy = TradePolicy()) -> JobRunner {
+    func jobRunner(policy: TradePolicy = TradePolicy(), notify: NotifyPolicy = NotifyPolicy()) -> JobRunner {
         var config = Config.forTests(settings)
         config.clock = clock
         config.trades = policy
+        config.notify = notify
         return backgroundJobs(client: db, config: config, logger: Logger(label: "test-jobs"))
     }
 
     /// Runs every due job once, as a worker would after the clock moved.
-    func runJobs() async throws {
-        let runner = jobRunner()
+    func runJobs(notify: NotifyPolicy = NotifyPolicy()) async throws {
+        let runner = jobRunner(notify: notify)
         try await runner.prepare()
         while try await runner.runDue() > 0 {}
     }

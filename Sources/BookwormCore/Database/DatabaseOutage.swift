@@ -46,6 +46,7 @@ package enum TransactionConflict {
         if let error = error as? PostgresTransactionError {
             return [error.beginError, error.closureError, error.commitError].contains { $0.map(matches) ?? false }
         }
+        if error is ClientMadeID.Raced { return true }
         guard let state = ServerError.sqlState(of: error) else { return false }
         return state == "40P01" || state == "40001"
     }

@@ -32,12 +32,13 @@ package struct AppRequestContext: RequestContext {
         return session
     }
 
-    /// The address throttles are keyed by: the socket peer, or the first `X-Forwarded-For`
-    /// hop when the operator said a proxy sets it.
+    /// The address throttles are keyed by: the socket peer, or, when the operator said a proxy
+    /// sets it, the last `X-Forwarded-For` hop. That is the one the proxy added (the peer it
+    /// saw); hops before it are whatever the client sent, and would let it pick its address.
     package func clientAddress(_ request: Request) -> String {
-        if trustForwardedFor, let forwarded = request.headers[.xForwardedFor] {
-            let first = forwarded.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) }
-            if let first, !first.isEmpty, first.count <= 64 { return first }
+        if trustForwardedFor, let forwarded = request.headers[values: .xForwardedFor].last {
+            let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) }
+            if let last, !last.isEmpty, last.count <= 64 { return last }
         }
         return remoteAddress ?? "unknown"
     }

@@ -16,6 +16,13 @@ package enum ClientMadeID {
 
     package static let conflict = AppError.conflict(
         code: "id_conflict", detail: "Another object has this id: choose a new id for a new object", field: "id")
+
+    /// The insert met a row with the id that a transaction committed after this one's check
+    /// (two creates of one object at once): the transaction runs again (`TransactionConflict`),
+    /// and its check then answers the object, or `conflict`.
+    package struct Raced: Error {
+        package init() {}
+    }
 }
 
 /// What a create made: a new object, or the one a client-made id already names.

@@ -14,9 +14,10 @@ extension HTTPField.Name {
 /// runs in a `HeldTransaction` that takes the key's lock as it begins and keeps the answer
 /// before it commits, so the write and its answer are kept together or not at all. A retry
 /// with the same key and the same method, target and body gets the kept answer with
-/// `Idempotent-Replayed: true`; another request under the key is 422; a request that wrote
-/// nothing (refused before any transaction, or ended by an error that undid its writes) keeps
-/// nothing and runs again for real, as does one answered 5xx.
+/// `Idempotent-Replayed: true`; another request under the key is 422; a request refused before
+/// any transaction, or ended by an error that undid its writes, keeps nothing and runs again for
+/// real, as does one answered 5xx. A 2xx whose write was one statement committed on its own
+/// (no `Database.transaction`) has its answer kept right after it, outside that write.
 package struct IdempotencyMiddleware: RouterMiddleware {
     package typealias Context = AppRequestContext
     let store: IdempotencyStore
@@ -71,7 +72,9 @@ package struct IdempotencyMiddleware: RouterMiddleware {
             // Rendered here, so that the answer kept is the answer sent.
             response = try ProblemMiddleware.problemResponse(for: error, request: request, context: context)
         }
-        guard held.isOpen else { return response }
+        // A 2xx without the held transaction wrote in a statement of its own (or not at all):
+        // its answer is still kept, just after it (`keepAlone`), so that a retry replays it.
+        guard held.isOpen || (200..<300).contains(response.status.code) else { return response }
         guard response.status.code < 500 else {
             await held.rollback(logger: context.logger)
             return response
@@ -90,6 +93,8 @@ package struct IdempotencyMiddleware: RouterMiddleware {
             }
             hash = value
         } catch {
+            // Committed on its own already: nothing to undo, and nothing is kept.
+            guard held.isOpen else { return response }
             await held.rollback(logger: context.logger)
             if error is UnreadBody { context.logger.error("a keyed write stopped reading its body and still wrote; rolled back") }
             return try ProblemMiddleware.problemResponse(for: error, request: request, context: context)
@@ -105,6 +110,10 @@ package struct IdempotencyMiddleware: RouterMiddleware {
             etag: response.headers[.eTag], body: secret || body.readableBytes > Self.answerLimit ? nil : body)
         let store = store
         do {
+            guard held.isOpen else {
+                await keepAlone(answer, scope: scope, key: key, logger: context.logger)
+                return response
+            }
             try await held.commit(on: database, logger: context.logger) { connection in
                 try await store.keep(answer, scope: scope, key: key, on: connection, logger: context.logger)
             }
@@ -115,6 +124,22 @@ package struct IdempotencyMiddleware: RouterMiddleware {
     }
 
     private struct UnreadBody: Error {}
+
+    /// The answer of a write that committed on its own, kept in a transaction of its own just
+    /// after it. Nothing is kept while another request holds the key, nor once one has kept it:
+    /// both ran the same write. The write stands whatever happens here, so its answer is sent.
+    private func keepAlone(_ answer: KeptAnswer, scope: IdempotencyScope, key: String, logger: Logger) async {
+        let store = store
+        do {
+            try await database.transaction(logger: logger) { connection in
+                guard try await store.lock(scope, key: key, on: connection, logger: logger) else { return }
+                try await store.keep(answer, scope: scope, key: key, on: connection, logger: logger)
+            }
+        } catch is IdempotencyStore.Taken {
+        } catch {
+            logger.warning("the answer of a keyed write was not kept", metadata: ["error": .string(String(reflecting: error))])
+        }
+    }
 
     /// The key was kept by another request while this one ran (its work is rolled back): its
     /// answer when this request's body is known in full, else 409 so the client asks again.

@@ -54,12 +54,17 @@ package struct IdempotencyStore: Sendable {
     /// request: 409 with Retry-After). A request that committed the key in the meantime is found
     /// by `keep`, whose insert then conflicts (`Taken`): only its work is lost, never its answer.
     func claim(_ scope: IdempotencyScope, key: String, on connection: PostgresConnection, logger: Logger) async throws {
-        var locked = false
-        for try await row in try await connection.execute(ClaimKeySQL(lockName: scope.name + "\n" + key), logger: logger) { locked = row }
-        guard locked else {
+        guard try await lock(scope, key: key, on: connection, logger: logger) else {
             throw AppError.busy(code: "idempotency_in_progress",
                                 detail: "A request with this Idempotency-Key is still running; try again shortly", retryAfterSeconds: 1)
         }
+    }
+
+    /// The key's lock for the transaction, if no other request holds it.
+    func lock(_ scope: IdempotencyScope, key: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        var locked = false
+        for try await row in try await connection.execute(ClaimKeySQL(lockName: scope.name + "\n" + key), logger: logger) { locked = row }
+        return locked
     }
 
     /// Before the write's `COMMIT`: the answer, in the write's transaction. A key kept past its

@@ -94,7 +94,8 @@ extension AppError {
         switch self {
         case .throttled(let seconds), .overloaded(let seconds), .busy(_, _, let seconds):
             return [.retryAfter: String(max(1, seconds))]
-        case .databaseUnavailable:
+        // Every 503 says when to come back: what it names is passing (a shutdown, a dependency).
+        case .databaseUnavailable, .unavailable:
             return [.retryAfter: "2"]
         case .contended:
             return [.retryAfter: "1"]

@@ -18,4 +18,8 @@ void *bw_probe_animated_webp(size_t *length);
 
 void bw_probe_free(void *pointer);
 
+/* libvips' process-wide limits as they stand: its operation cache (entries, bytes, open files)
+   and the threads each image's pipeline may use. */
+void bw_probe_limits(int *cache_operations, size_t *cache_bytes, int *cache_files, int *threads);
+
 #endif
