@@ -17,6 +17,7 @@ package struct ExportService: Sendable {
     let clock: any AppClock
     let logger: Logger
     static let keep: TimeInterval = 72 * 3600
+    static let remakesPerExport = 50
 
     package init(client: Database, readings: ReadingsService, wishes: WishesService, trades: TradesService, photos: PhotosService,
                  clock: any AppClock, logger: Logger) {
@@ -58,10 +59,12 @@ package struct ExportService: Sendable {
         guard let user = try await store.claim(id) else { return }
         // Before anything is read: an upload stored before photos were made anew is made now (as
         // a viewer asking for it would have it made), and its copies point at what it became, so
-        // copies.json and photos/ agree and the upload as it came never leaves.
-        for waiting in try await store.uploadsWaiting(of: user) {
-            do { try await photos.remake(waiting) } catch {
-                logger.warning("a photo could not be made anew for an export", metadata: ["photo": .string(waiting)])
+        // copies.json and photos/ agree and the upload as it came never leaves. At most
+        // `remakesPerExport`, well inside the job's lease; the rest are left out, as unshown.
+        for waiting in try await store.uploadsWaiting(of: user).prefix(Self.remakesPerExport) {
+            do { try await photos.remake(waiting) } catch let refusal as PhotoRefusal {
+                logger.warning("a photo could not be made anew for an export; it is left out",
+                               metadata: ["photo": .string(waiting), "error": .string(String(describing: refusal))])
             }
         }
         let archive = try Archive(accessMode: .create)
