@@ -171,7 +171,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     let blocks = BlocksStore(client: client, logger: logger)
 
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
-    router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, trustForwardedFor: config.trustForwardedFor))
+    router.add(middleware: RequestSetupMiddleware(maxBodyBytes: config.maxBodyBytes, forwardedForHops: config.forwardedForHops))
     router.add(middleware: AccessLogMiddleware(logger: logger))
     // Outside the problem middleware, so that errors too are readable by an allowed page.
     router.add(middleware: CrossOriginMiddleware(policy: config.crossOrigin))

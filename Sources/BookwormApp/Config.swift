@@ -58,8 +58,8 @@ package struct Config: Sendable {
     package var maxBodyBytes: Int
     /// Idle timeout and connection cap of the HTTP server.
     package var connections = ConnectionPolicy()
-    /// Trust `X-Forwarded-For` for the client address (only behind a proxy that sets it).
-    package var trustForwardedFor: Bool
+    /// How many proxies in front append to `X-Forwarded-For` (0: the socket peer is the client).
+    package var forwardedForHops: Int
     /// Web origins whose pages may call the API from a browser (`BOOKWORM_CORS_ORIGINS`).
     package var crossOrigin = CrossOriginPolicy()
     package var logLevel: String
@@ -91,7 +91,7 @@ package struct Config: Sendable {
         mail: MailSettings = .init(),
         contact: ContactPolicy = .init(),
         maxBodyBytes: Int = 1 << 20,
-        trustForwardedFor: Bool = false,
+        forwardedForHops: Int = 0,
         logLevel: String = "info"
     ) {
         self.host = host
@@ -106,7 +106,7 @@ package struct Config: Sendable {
         self.mail = mail
         self.contact = contact
         self.maxBodyBytes = maxBodyBytes
-        self.trustForwardedFor = trustForwardedFor
+        self.forwardedForHops = forwardedForHops
         self.logLevel = logLevel
     }
 
@@ -125,6 +125,16 @@ package struct Config: Sendable {
     }
 
     /// Reads the process environment; a malformed value is an error naming the variable.
+    /// `BOOKWORM_TRUST_FORWARDED_FOR`: false, true (one proxy), or how many proxies append to it.
+    static func forwardedForHops(_ reader: EnvironmentReader) throws -> Int {
+        let name = "BOOKWORM_TRUST_FORWARDED_FOR"
+        if let raw = reader.string(name), let hops = Int(raw) {
+            guard (0...10).contains(hops) else { throw ConfigError(variable: name, message: "expected true, false or 0 to 10 proxies, got '\(raw)'") }
+            return hops
+        }
+        return try reader.bool(name) == true ? 1 : 0
+    }
+
     package static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Config {
         let reader = EnvironmentReader(env: env)
         let defaults = Config()
@@ -197,7 +207,7 @@ package struct Config: Sendable {
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,
             maxConnections: reader.int("BOOKWORM_MAX_CONNECTIONS", range: 1...1_000_000) ?? defaults.connections.maxConnections
         )
-        config.trustForwardedFor = try reader.bool("BOOKWORM_TRUST_FORWARDED_FOR") ?? false
+        config.forwardedForHops = try Self.forwardedForHops(reader)
         config.crossOrigin = try CrossOriginPolicy(variable: "BOOKWORM_CORS_ORIGINS", value: reader.string("BOOKWORM_CORS_ORIGINS"))
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel
         config.metricsHost = reader.string("BOOKWORM_METRICS_HOST") ?? defaults.metricsHost

@@ -80,6 +80,23 @@ import Testing
         }
     }
 
+    /// Behind two proxies (a CDN, then a balancer) the client is the second hop from the right.
+    @Test func behindTwoProxiesTheClientIsTheHopTheOuterOneAdded() async throws {
+        #expect(try Config.fromEnvironment(["BOOKWORM_TRUST_FORWARDED_FOR": "2"]).forwardedForHops == 2)
+        #expect(try Config.fromEnvironment(["BOOKWORM_TRUST_FORWARDED_FOR": "true"]).forwardedForHops == 1)
+        #expect(try Config.fromEnvironment([:]).forwardedForHops == 0)
+        for bad in ["11", "-1", "maybe"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try Config.fromEnvironment(["BOOKWORM_TRUST_FORWARDED_FOR": bad]) }
+        }
+        try await withApp(configure: { $0.throttles.registrations = 3; $0.forwardedForHops = 2 }) { app in
+            for index in 1...3 { _ = try await app.register(from: "10.9.9.\(index), 198.51.100.77, 172.16.0.\(index)") }
+            let fourth = try await app.request(.post, "/v1/auth/register", json: [
+                "email": "fourth@example.org", "username": "fourth", "password": "correct horse battery"],
+                from: "198.51.100.77, 172.16.0.9")
+            #expect(fourth.status == .tooManyRequests)
+        }
+    }
+
     @Test func registrationIsThrottledPerAddress() async throws {
         try await withApp(configure: { $0.throttles.registrations = 3 }) { app in
             for _ in 1...3 { _ = try await app.register(from: "198.51.100.77") }

@@ -46,7 +46,7 @@ import Testing
         let lines = Lines()
         let logger = Logger(label: "bookworm") { LineLogHandler(label: $0, level: .info, format: .json, write: lines.append) }
         let router = Router(context: AppRequestContext.self)
-        router.add(middleware: RequestSetupMiddleware(maxBodyBytes: 1024, trustForwardedFor: false))
+        router.add(middleware: RequestSetupMiddleware(maxBodyBytes: 1024, forwardedForHops: 0))
         router.add(middleware: AccessLogMiddleware(logger: logger))
         router.get("v1/things/:id") { _, _ in "thing" }
         let app = Application(router: router)

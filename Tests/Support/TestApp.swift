@@ -90,7 +90,7 @@ extension TestResponse {
 extension Config {
     static func forTests(_ settings: DatabaseSettings) -> Config {
         var config = Config(databaseURL: settings.connectionURL, databasePoolSize: 4, hashing: .fastForTests,
-                            trustForwardedFor: true, logLevel: "critical")
+                            forwardedForHops: 1, logLevel: "critical")
         // Tests drive the outbox themselves (or opt in to the worker), and mail never lands in the checkout.
         config.runWorker = false
         config.databaseDeadlines = Database.testDeadlines

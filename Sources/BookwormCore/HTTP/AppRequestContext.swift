@@ -14,7 +14,8 @@ package struct AppRequestContext: RequestContext {
     package var session: AuthenticatedSession?
     var requestID: String = ""
     package var maxBodyBytes: Int = 1 << 20
-    package var trustForwardedFor = false
+    /// How many proxies in front of the server append to `X-Forwarded-For` (0: none is trusted).
+    package var forwardedForHops = 0
 
     package init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
@@ -32,13 +33,15 @@ package struct AppRequestContext: RequestContext {
         return session
     }
 
-    /// The address throttles are keyed by: the socket peer, or, when the operator said a proxy
-    /// sets it, the last `X-Forwarded-For` hop. That is the one the proxy added (the peer it
-    /// saw); hops before it are whatever the client sent, and would let it pick its address.
+    /// The address throttles are keyed by: the socket peer, or, behind `forwardedForHops`
+    /// proxies that each append the peer they saw to `X-Forwarded-For`, the hop the outermost
+    /// one added (counted from the right). Hops left of it are whatever the client sent, and
+    /// would let it pick its address; fewer hops than proxies means the outer ones were bypassed.
     package func clientAddress(_ request: Request) -> String {
-        if trustForwardedFor, let forwarded = request.headers[values: .xForwardedFor].last {
-            let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) }
-            if let last, !last.isEmpty, last.count <= 64 { return last }
+        if forwardedForHops > 0 {
+            let hops = request.headers[values: .xForwardedFor].flatMap { $0.split(separator: ",") }
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            if let hop = hops.dropLast(forwardedForHops - 1).last ?? hops.first, !hop.isEmpty, hop.count <= 64 { return hop }
         }
         return remoteAddress ?? "unknown"
     }

@@ -11,11 +11,11 @@ import Synchronization
 package struct RequestSetupMiddleware: RouterMiddleware {
     package typealias Context = AppRequestContext
     package let maxBodyBytes: Int
-    package let trustForwardedFor: Bool
+    package let forwardedForHops: Int
 
-    package init(maxBodyBytes: Int, trustForwardedFor: Bool) {
+    package init(maxBodyBytes: Int, forwardedForHops: Int) {
         self.maxBodyBytes = maxBodyBytes
-        self.trustForwardedFor = trustForwardedFor
+        self.forwardedForHops = forwardedForHops
     }
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -24,7 +24,7 @@ package struct RequestSetupMiddleware: RouterMiddleware {
         let id = incoming ?? RequestIDs.next()
         context.requestID = id
         context.maxBodyBytes = maxBodyBytes
-        context.trustForwardedFor = trustForwardedFor
+        context.forwardedForHops = forwardedForHops
         context.logger[metadataKey: "request_id"] = .string(id)
         var response = try await next(request, context)
         response.headers[.xRequestID] = id
