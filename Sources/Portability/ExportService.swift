@@ -61,7 +61,7 @@ package struct ExportService: Sendable {
         // a viewer asking for it would have it made), and its copies point at what it became, so
         // copies.json and photos/ agree and the upload as it came never leaves. At most
         // `remakesPerExport`, well inside the job's lease; the rest are left out, as unshown.
-        for waiting in try await store.uploadsWaiting(of: user).prefix(Self.remakesPerExport) {
+        for waiting in try await store.uploadsWaiting(of: user, limit: Self.remakesPerExport) {
             do { try await photos.remake(waiting) } catch let refusal as PhotoRefusal {
                 logger.warning("a photo could not be made anew for an export; it is left out",
                                metadata: ["photo": .string(waiting), "error": .string(String(describing: refusal))])

@@ -98,11 +98,12 @@ struct ExportStore: Sendable {
         return devices
     }
 
-    /// The user's copies' photos that are uploads not made anew yet.
-    func uploadsWaiting(of user: UUID) async throws -> [String] {
+    /// Up to `limit` of the user's copies' photos that are uploads not made anew yet.
+    func uploadsWaiting(of user: UUID, limit: Int) async throws -> [String] {
         let rows = try await client.query("""
-            SELECT DISTINCT p.id FROM photos p JOIN copies c ON c.photo_id = p.id
-            WHERE c.owner_id = \(user) AND p.bytes IS NOT NULL
+            SELECT p.id FROM photos p
+            WHERE p.bytes IS NOT NULL AND p.id IN (SELECT photo_id FROM copies WHERE owner_id = \(user))
+            LIMIT \(limit)
             """, logger: logger)
         var ids: [String] = []
         for try await id in rows.decode(String.self) { ids.append(id) }

@@ -13,13 +13,9 @@ import CVipsProbes
 /// `BOOKWORM_IMAGE_QUEUE` more waiting (past that an upload is shed at once), no libvips cache,
 /// and a decode deadline in CPU time.
 @Suite struct PhotoLimitsTests {
-    static func blackJPEG(width: Int, height: Int) throws -> Data {
-        try TestPictures.made("jpg", "black", "OUT", String(width), String(height), "--bands", "3")
-    }
-
     @Test func pastItsThreadsAndQueueAnUploadIs503WithRetryAfter() async throws {
         let maker = try PhotoMaker(settings: .init(concurrency: 1, queueLimit: 0))
-        let large = try Self.blackJPEG(width: 4000, height: 3000), small = try TestPictures.phoneJPEG()
+        let large = try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3"), small = try TestPictures.phoneJPEG()
         let first = Task { try await maker.make(large) }
         while maker.admittedCount == 0 { await Task.yield() }
         do {
