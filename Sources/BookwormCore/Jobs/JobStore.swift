@@ -47,26 +47,36 @@ package struct JobStore: Sendable {
         try await connection.query("INSERT INTO jobs (kind, key, run_at) VALUES (\(kind), \(key), '-infinity')", logger: logger)
     }
 
+    /// Up to `batch` due jobs, taken from each kind in turn (its oldest first), in that order:
+    /// one-off jobs are all due at `-infinity`, so by due time alone a backlog of one kind (the
+    /// wish alerts of 100,000 imported copies) made every other kind wait behind all of it,
+    /// an import's next chunks included.
     func claim(kinds: [String], worker: UUID, batch: Int, lease: TimeInterval) async throws -> [ClaimedJob] {
         let now = clock.now()
         let rows = try await client.query("""
             WITH due AS (
-                SELECT id FROM jobs
-                WHERE run_at <= \(now) AND kind = ANY(\(kinds)) AND (lease_until IS NULL OR lease_until < \(now))
-                ORDER BY run_at
+                SELECT picked.id, picked.turn FROM unnest(\(kinds)::text[]) AS k(kind)
+                CROSS JOIN LATERAL (
+                    SELECT oldest.id, row_number() OVER (ORDER BY oldest.run_at) AS turn FROM (
+                        SELECT id, run_at FROM jobs
+                        WHERE kind = k.kind AND run_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
+                        ORDER BY run_at
+                        LIMIT \(batch)
+                        FOR UPDATE SKIP LOCKED) oldest
+                ) picked
+                ORDER BY picked.turn
                 LIMIT \(batch)
-                FOR UPDATE SKIP LOCKED
             )
             UPDATE jobs j SET lease_owner = \(worker), lease_until = \(now) + make_interval(secs => \(lease)),
                               attempts = j.attempts + 1
             FROM due WHERE j.id = due.id
-            RETURNING j.id, j.kind, j.key, j.attempts
+            RETURNING j.id, j.kind, j.key, j.attempts, due.turn
             """, logger: logger)
-        var jobs: [ClaimedJob] = []
-        for try await (id, kind, key, attempts) in rows.decode((UUID, String, String, Int).self) {
-            jobs.append(ClaimedJob(id: id, kind: kind, key: key, attempts: attempts))
+        var jobs: [(job: ClaimedJob, turn: Int)] = []
+        for try await (id, kind, key, attempts, turn) in rows.decode((UUID, String, String, Int, Int).self) {
+            jobs.append((ClaimedJob(id: id, kind: kind, key: key, attempts: attempts), turn))
         }
-        return jobs
+        return jobs.sorted { $0.turn < $1.turn }.map(\.job)
     }
 
     /// Only while this worker still holds the lease: a job it lost is someone else's now.
