@@ -34,6 +34,45 @@ import Testing
         #expect(isObject && keys == ["7"])
     }
 
+    static func records(_ bytes: [UInt8], maxField: Int = 100) throws -> [(line: Int, fields: [String])] {
+        var records: [(line: Int, fields: [String])] = []
+        try CSVReader.read(Data(bytes), maxField: maxField) { records.append(($0.line, $0.fields)) }
+        return records
+    }
+
+    @Test func aCSVIsReadAsExportersWriteIt() throws {
+        // A byte-order mark, CRLF, a quoted comma, a doubled quote, a line break in quotes, a
+        // blank line, a quote inside an unquoted field, text past a closing quote, no final newline.
+        let text = "\u{FEFF}Title,Author\r\n\"Dune, vol. 1\",\"Frank \"\"F\"\" Herbert\"\r\n\"Two\nlines\",Émile Zola\n\nsay \"hi\",\"a\"b\nlast,row"
+        let records = try Self.records(Array(text.utf8))
+        #expect(records.map(\.line) == [1, 2, 3, 6, 7])
+        #expect(records.map(\.fields) == [["Title", "Author"], ["Dune, vol. 1", "Frank \"F\" Herbert"], ["Two\nlines", "Émile Zola"],
+                                           ["say \"hi\"", "ab"], ["last", "row"]])
+    }
+
+    @Test func aCSVFieldIsMeasuredInCharactersAndMustBeUTF8() throws {
+        #expect(try Self.records(Array("ééé,x\n".utf8), maxField: 3).map(\.fields) == [["ééé", "x"]])
+        #expect { try Self.records(Array("ok\néééé,x\n".utf8), maxField: 3) } throws: { error in
+            (error as? CSVReader.Malformed).map { $0.line == 2 && $0.message.contains("longer than 3") } ?? false
+        }
+        #expect { try Self.records(Array("ok\nfine,".utf8) + [0xC3, 0x28] + Array("\n".utf8)) } throws: { error in
+            (error as? CSVReader.Malformed).map { $0.line == 2 && $0.message == "is not UTF-8 text" } ?? false
+        }
+        #expect { try Self.records(Array("a,\"never closed\n".utf8)) } throws: { error in
+            (error as? CSVReader.Malformed)?.message == "a quoted field is never closed"
+        }
+    }
+
+    @Test func importTextKeepsATidyFieldAsItIsAndCleansTheRest() {
+        #expect(ImportText.clean("The Left Hand of Darkness", max: 300) == "The Left Hand of Darkness")
+        #expect(ImportText.clean("The Left Hand", max: 8) == "The Left")
+        #expect(ImportText.clean("  two  spaces\tand\u{7}bell\n", max: 300) == "two spacesandbell")
+        #expect(ImportText.clean("Émile\u{200B}  Zola", max: 300) == "Émile Zola")
+        #expect(ImportText.trimmed("Dune") == "Dune")
+        #expect(ImportText.trimmed(" \tDune\u{00A0}") == "Dune")
+        #expect(ImportText.trimmed("") == "")
+    }
+
     @Test func aCSVRecordHoldsAtMostItsFieldCount() throws {
         func record(_ fields: Int) -> Data { Data((Array(repeating: "a", count: fields).joined(separator: ",") + "\n").utf8) }
         var counts: [Int] = []
