@@ -32,7 +32,7 @@ extension PortabilityBenchmark {
         var storm = ImportStorm(uploads: uploads, bytes: file.utf8.count)
         let port = self.port
         let idle = Samples()
-        let idleUntil = ContinuousClock.now + .seconds(5)
+        let idleUntil = ContinuousClock.now + .seconds(20)
         onThreads(1) { _ in probe(port: port, "/v1/me", token: probeToken, pauseMicros: 10_000, into: idle) { ContinuousClock.now < idleUntil } }
         storm.idle = Percentiles(idle.all.latencies)
         storm.idleMiB = server.statusMiB("VmRSS")

@@ -28,7 +28,7 @@ struct PhotosBenchmark {
         let probeToken = try BenchAccount.token(curl: tools.curl, base: base, username: "bench_photo_reader")
 
         let idle = Samples()
-        let idleUntil = ContinuousClock.now + .seconds(5)
+        let idleUntil = ContinuousClock.now + .seconds(20)
         let port = self.port
         onThreads(1) { _ in probe(port: port, "/v1/me", token: probeToken, pauseMicros: 10_000, into: idle) { ContinuousClock.now < idleUntil } }
 
