@@ -41,20 +41,25 @@ final class ServerUnderTest {
         process.environment = environment
         try keepDataInSharedBuffers(environment["BOOKWORM_DATA_DIR"] ?? ".bookworm/bench")
         // Another run's server still on the port would answer for this one, which then fails to bind.
-        if let curl = Shell.which("curl"), (try? Shell.run(curl, ["-s", "-o", "/dev/null", "http://127.0.0.1:\(port)/health/live"])) != nil {
+        if let curl = Shell.which("curl"), (try? Shell.run(curl, ["-s", "-o", "/dev/null", "--max-time", "2", "http://127.0.0.1:\(port)/health/live"])) != nil {
             throw Shell.Failure(description: "port \(port) is in use (another benchmark's server?)")
         }
         try process.run()
         let server = ServerUnderTest(process: process, environment: environment)
-        try server.waitUntilReady(port: port)
-        try server.dropLeftoverJobs()
+        do {
+            try server.waitUntilReady(port: port)
+            try server.dropLeftoverJobs()
+        } catch {
+            server.stop()
+            throw error
+        }
         return server
     }
 
     /// One-off jobs earlier runs left queued (the wish alerts of the copies a storm of imports
     /// listed: 100,000 of them) would otherwise run beside this run's measures, on its server.
     private func dropLeftoverJobs() throws {
-        guard let psql = Shell.which("psql") else { return }
+        guard let psql = Shell.which("psql") else { return print("psql not found: jobs earlier runs left queued are not dropped") }
         let dropped = try database(psql: psql).scalar(
             "WITH gone AS (DELETE FROM jobs WHERE run_at = '-infinity' RETURNING 1) SELECT count(*) FROM gone")
         if dropped > 0 { print("dropped \(dropped) one-off jobs earlier runs left queued") }

@@ -25,7 +25,7 @@ struct CSVReader {
     static func read(_ data: Data, maxField: Int, maxFields: Int = 256, _ visit: (Record) throws -> Void) throws {
         try data.withUnsafeBytes { raw in
             var reader = Bytes(maxField: maxField, maxFields: maxFields)
-            var bytes = raw.bindMemory(to: UInt8.self)[...]
+            var bytes = raw[...]
             if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
             try reader.read(bytes, visit)
         }
@@ -49,7 +49,7 @@ struct CSVReader {
             self.maxFields = maxFields
         }
 
-        mutating func read(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ visit: (Record) throws -> Void) throws {
+        mutating func read(_ bytes: Slice<UnsafeRawBufferPointer>, _ visit: (Record) throws -> Void) throws {
             var index = bytes.startIndex
             while index < bytes.endIndex {
                 let byte = bytes[index]
@@ -104,15 +104,28 @@ struct CSVReader {
             if byte & 0xC0 != 0x80 {
                 fieldLength += 1
                 guard fieldLength <= maxField else { throw Malformed(line: recordLine, message: "a field is longer than \(maxField) characters") }
+            } else if field.count >= 4 * maxField {
+                // Past four bytes a character, continuation bytes are not UTF-8, and counted as no
+                // character they would grow the field without bound.
+                throw Malformed(line: line, message: "is not UTF-8 text")
             }
             field.append(byte)
         }
 
         private mutating func endField() throws(Malformed) {
-            guard let text = String(validating: field, as: UTF8.self) else { throw Malformed(line: line, message: "is not UTF-8 text") }
+            guard let text = String(validating: field, as: UTF8.self) else {
+                throw Malformed(line: lineOfFirstInvalidByte(), message: "is not UTF-8 text")
+            }
             fields.append(text)
             field.removeAll(keepingCapacity: true)
             fieldLength = 0
+        }
+
+        /// The line of the field's first byte that is not UTF-8: a quoted field may span lines.
+        private func lineOfFirstInvalidByte() -> Int {
+            var parser = Unicode.UTF8.ForwardParser(), bytes = field.makeIterator(), valid = 0
+            while case .valid(let scalar) = parser.parseScalar(from: &bytes) { valid += scalar.count }
+            return line - field[valid...].count { $0 == UInt8(ascii: "\n") }
         }
     }
 }

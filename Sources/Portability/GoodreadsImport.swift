@@ -78,6 +78,11 @@ enum ImportText {
         // Most fields are plain printable ASCII with single spaces, which this leaves as it is:
         // filtering them through `CharacterSet` scalar by scalar was a fifth of an import's CPU.
         if isTidyASCII(text) { return text.utf8.count <= max ? text : String(text.prefix(max)) }
+        return cleanEveryCharacter(text, max: max)
+    }
+
+    /// `clean` without its shortcut.
+    static func cleanEveryCharacter(_ text: String, max: Int) -> String {
         let kept = text.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) || $0 == "\n" }
         let folded = String(String.UnicodeScalarView(kept)).split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" })
             .joined(separator: " ")

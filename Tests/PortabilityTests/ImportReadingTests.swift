@@ -58,6 +58,11 @@ import Testing
         #expect { try Self.records(Array("ok\nfine,".utf8) + [0xC3, 0x28] + Array("\n".utf8)) } throws: { error in
             (error as? CSVReader.Malformed).map { $0.line == 2 && $0.message == "is not UTF-8 text" } ?? false
         }
+        // A byte that is not UTF-8 inside a quoted field is reported on its own line.
+        #expect { try Self.records(Array("ok\n\"one\n".utf8) + [0xFF] + Array("\nthree\"\n".utf8)) } throws: { error in
+            (error as? CSVReader.Malformed).map { $0.line == 3 && $0.message == "is not UTF-8 text" } ?? false
+        }
+        #expect(throws: CSVReader.Malformed.self) { try Self.records(Array("a".utf8) + Array(repeating: 0x80, count: 50) + [0x0A], maxField: 3) }
         #expect { try Self.records(Array("a,\"never closed\n".utf8)) } throws: { error in
             (error as? CSVReader.Malformed)?.message == "a quoted field is never closed"
         }
@@ -71,6 +76,18 @@ import Testing
         #expect(ImportText.trimmed("Dune") == "Dune")
         #expect(ImportText.trimmed(" \tDune\u{00A0}") == "Dune")
         #expect(ImportText.trimmed("") == "")
+    }
+
+    @Test func importTextsShortcutsAgreeWithTheLongWayOnAnyText() {
+        let pieces = ["a", "Z", "7", " ", "  ", "\t", "\n", "\r\n", "\u{7}", "\u{7F}", "é", "\u{00A0}", "\u{200B}", "-", "\"", "😀"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5000 {
+            let text = (0..<Int.random(in: 0...12, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
+            for max in [1, 5, 300] {
+                #expect(ImportText.clean(text, max: max) == ImportText.cleanEveryCharacter(text, max: max), "\(text.debugDescription), \(max)")
+            }
+            #expect(ImportText.trimmed(text) == text.trimmingCharacters(in: .whitespaces), "\(text.debugDescription)")
+        }
     }
 
     @Test func aCSVRecordHoldsAtMostItsFieldCount() throws {

@@ -55,16 +55,16 @@ package struct JobStore: Sendable {
         let now = clock.now()
         let rows = try await client.query("""
             WITH due AS (
-                SELECT picked.id, picked.turn FROM unnest(\(kinds)::text[]) AS k(kind)
+                SELECT picked.id, row_number() OVER (ORDER BY picked.round, picked.run_at) AS turn FROM unnest(\(kinds)::text[]) AS k(kind)
                 CROSS JOIN LATERAL (
-                    SELECT oldest.id, row_number() OVER (ORDER BY oldest.run_at) AS turn FROM (
+                    SELECT oldest.id, oldest.run_at, row_number() OVER (ORDER BY oldest.run_at) AS round FROM (
                         SELECT id, run_at FROM jobs
                         WHERE kind = k.kind AND run_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
                         ORDER BY run_at
                         LIMIT \(batch)
                         FOR UPDATE SKIP LOCKED) oldest
                 ) picked
-                ORDER BY picked.turn
+                ORDER BY turn
                 LIMIT \(batch)
             )
             UPDATE jobs j SET lease_owner = \(worker), lease_until = \(now) + make_interval(secs => \(lease)),
