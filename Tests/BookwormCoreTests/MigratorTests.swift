@@ -36,6 +36,23 @@ import Testing
         }
     }
 
+    /// A delete that follows a foreign key without an index on it reads the whole referencing
+    /// table once per row deleted. Books are never deleted.
+    @Test func everyForeignKeyADeleteFollowsHasAnIndexOnItsColumns() async throws {
+        try await withApp { app in
+            let rows = try await app.db.query("""
+                SELECT c.conrelid::regclass::text || ' (' || c.conname || ')' FROM pg_constraint c
+                WHERE c.contype = 'f' AND c.confrelid <> 'books'::regclass AND NOT EXISTS (
+                    SELECT 1 FROM pg_index i
+                    WHERE i.indrelid = c.conrelid AND (i.indkey::int2[])[0:array_length(c.conkey, 1) - 1] = c.conkey)
+                ORDER BY 1
+                """).decode(String.self)
+            var unindexed: [String] = []
+            for try await name in rows { unindexed.append(name) }
+            #expect(unindexed.isEmpty, "\(unindexed)")
+        }
+    }
+
     @Test func runningUpAgainAppliesNothing() async throws {
         try await withTestDatabase(empty: true) { _, client in
             let migrator = try Migrator.bundled()
