@@ -44,7 +44,10 @@ import Testing
                 SELECT c.conrelid::regclass::text || ' (' || c.conname || ')' FROM pg_constraint c
                 WHERE c.contype = 'f' AND c.confrelid <> 'books'::regclass AND NOT EXISTS (
                     SELECT 1 FROM pg_index i
-                    WHERE i.indrelid = c.conrelid AND (i.indkey::int2[])[0:array_length(c.conkey, 1) - 1] = c.conkey)
+                    WHERE i.indrelid = c.conrelid AND (i.indkey::int2[])[0:array_length(c.conkey, 1) - 1] = c.conkey
+                      -- A partial index serves the delete's lookup only if it leaves out nulls alone.
+                      AND (i.indpred IS NULL OR pg_get_expr(i.indpred, i.indrelid) =
+                           '(' || (SELECT attname FROM pg_attribute WHERE attrelid = c.conrelid AND attnum = c.conkey[1]) || ' IS NOT NULL)'))
                 ORDER BY 1
                 """).decode(String.self)
             var unindexed: [String] = []
