@@ -124,7 +124,6 @@ package struct Config: Sendable {
         return max(2, min(quarter, 2 * LoopExecutor.loops.count))
     }
 
-    /// Reads the process environment; a malformed value is an error naming the variable.
     /// `BOOKWORM_TRUST_FORWARDED_FOR`: false, true (one proxy), or how many proxies append to it.
     static func forwardedForHops(_ reader: EnvironmentReader) throws -> Int {
         let name = "BOOKWORM_TRUST_FORWARDED_FOR"
@@ -135,6 +134,7 @@ package struct Config: Sendable {
         return try reader.bool(name) == true ? 1 : 0
     }
 
+    /// Reads the process environment; a malformed value is an error naming the variable.
     package static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Config {
         let reader = EnvironmentReader(env: env)
         let defaults = Config()
