@@ -205,7 +205,9 @@ import Testing
     }
 
     @Test func aKeyedWriteStoppedByTheStatementDeadlineLeavesNothingAndFreesItsKey() async throws {
-        try await withApp(configure: { $0.databaseDeadlines = DatabaseDeadlines(acquire: .seconds(5), statement: .seconds(1)) }) { app in
+        // The deadline bounds every statement of this app, not only the stuck one: under a loaded
+        // test run a registration's statements once took more than a second.
+        try await withApp(configure: { $0.databaseDeadlines = DatabaseDeadlines(acquire: .seconds(30), statement: .seconds(6)) }) { app in
             let me = try await app.register()
             let settings = app.settings
             let answer = try await settings.makeClient(poolSize: 1, logger: Logger(label: "locker")).whileRunning { locker in
