@@ -44,7 +44,11 @@ struct LoopBoundHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        inner.setup(channel: channel, logger: logger)
+        // A channel keeps its last receive buffer for the next read, for as long as it is open:
+        // NIO's first is 2 KiB, which an idle keep-alive connection or event stream holds for
+        // nothing. A request head fits in 512 bytes; a larger read grows the next buffer.
+        try? channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
+        return inner.setup(channel: channel, logger: logger)
     }
 
     func handle(value: Value, logger: Logger) async {
