@@ -135,6 +135,16 @@ import Testing
         }
     }
 
+    @Test func anUploadIsKeptCompressedWithLZ4() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let rows = (0..<300).map { TestApp.goodreadsRow(["Title": "Book \($0)", "Author": "Someone", "Exclusive Shelf": "to-read"]) }
+            _ = try await app.importFile(me.token, Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8),
+                                         contentType: "text/csv")
+            #expect(try await app.count("SELECT count(*) FROM import_parts WHERE pg_column_compression(bytes) = 'lz4'", user: me.id) == 1)
+        }
+    }
+
     @Test func housekeepingDropsAnUploadItsServerNeverFinished() async throws {
         try await withApp { app in
             let me = try await app.register()
