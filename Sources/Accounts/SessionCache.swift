@@ -54,6 +54,18 @@ package final class SessionCache: Sendable {
 
     var isListening: Bool { state.withLock { $0.listening } }
 
+    /// Whether `sessionID` of `userID` is kept and trusted at `now`. Its revocation drops it here
+    /// before the listener hands the same notification on, so a check that finds it held is
+    /// followed by that notification, not preceded.
+    func holds(sessionID: UUID, of userID: UUID, now: Date) -> Bool {
+        state.withLock { state in
+            guard state.listening, let hashes = state.byUser[userID] else { return false }
+            return hashes.contains { hash in
+                state.entries[hash].map { $0.session.sessionID == sessionID && now < $0.keptUntil } ?? false
+            }
+        }
+    }
+
     /// Taken before a lookup in the database, and handed to `keep` after it.
     func generation() -> UInt64 { state.withLock { $0.generation } }
 

@@ -86,6 +86,14 @@ package struct SessionStore: Sendable {
 
     static let stillLiveSQL = SessionLookupSQL.live(matching: "s.id = ANY($1)", select: "live.id")
 
+    /// Whether one session of `userID` is still live: the cache's word while it holds the
+    /// session (a lookup kept it less than `SessionCache.lifetime` ago and no revocation has
+    /// been heard since), else the database's (`stillLive`).
+    package func isLive(_ sessionID: UUID, of userID: UUID) async throws -> Bool {
+        if cache?.holds(sessionID: sessionID, of: userID, now: clock.now()) == true { return true }
+        return try await stillLive([sessionID]).contains(sessionID)
+    }
+
     /// After this process changed the user's row: its kept sessions carry the old one. The
     /// trigger's notification would drop them too, but maybe after the response, and the
     /// client's next request must read what it wrote.

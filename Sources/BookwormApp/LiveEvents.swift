@@ -13,7 +13,7 @@ import Synchronization
 /// its fan-out, and the heartbeat.
 func addLiveRoutes(authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, sessions: SessionStore,
                    sessionChanges: SessionChanges, logger: Logger) -> [any Service] {
-    let streams = LiveStreams(settings: config.live) { sessionID in try await sessions.stillLive([sessionID]).contains(sessionID) }
+    let streams = LiveStreams(settings: config.live) { userID, sessionID in try await sessions.isLive(sessionID, of: userID) }
     let sync = SyncStore(client: client, logger: logger)
     let posts = LivePostsStore(client: client, logger: logger)
     let events = LiveEvents(client: client, streams: streams, sessions: sessions, sessionChanges: sessionChanges, sync: sync,

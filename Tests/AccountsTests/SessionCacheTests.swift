@@ -53,6 +53,27 @@ import Testing
         }
     }
 
+    /// An event stream's check once it is registered (`SessionStore.isLive`) takes the cache's
+    /// word while the cache holds the session, and the database's once a revocation dropped it.
+    @Test func aHeldSessionIsLiveUntilItsRevocationIsHeard() async throws {
+        try await withApp { app in
+            let account = try await app.register()
+            try await withListener(app) { cache, store in
+                let session = try #require(try await store.authenticate(token: account.token))
+                let (user, id, now) = (session.user.id, session.sessionID, app.clock.now())
+                #expect(cache.holds(sessionID: id, of: user, now: now))
+                #expect(!cache.holds(sessionID: UUID(), of: user, now: now))
+                #expect(!cache.holds(sessionID: id, of: user, now: now.addingTimeInterval(SessionCache.lifetime)))
+                #expect(try await store.isLive(id, of: user))
+
+                let elsewhere = SessionStore(client: app.db, policy: SessionPolicy(), logger: Self.logger, clock: app.clock)
+                try await elsewhere.revokeAll(userID: user)
+                #expect(try await eventually { !cache.holds(sessionID: id, of: user, now: app.clock.now()) })
+                #expect(try await store.isLive(id, of: user) == false)
+            }
+        }
+    }
+
     @Test func anErasedUsersSessionsAreDropped() async throws {
         try await withApp { app in
             let account = try await app.register()

@@ -20,8 +20,10 @@ package final class LiveStreams: Sendable {
     }
 
     package let settings: Settings
-    /// Whether a session is still live (the database's word, not a cache's).
-    let sessionIsLive: @Sendable (UUID) async throws -> Bool
+    /// Whether a session of a user is still live. A cache may answer only if a revocation
+    /// drops the session from it before the revocation's notification reaches `LiveEvents`,
+    /// which closes the streams registered by then.
+    let sessionIsLive: @Sendable (_ userID: UUID, _ sessionID: UUID) async throws -> Bool
     private struct State {
         var byID: [UInt64: LiveStream] = [:]
         var byUser: [UUID: [LiveStream]] = [:]
@@ -31,7 +33,7 @@ package final class LiveStreams: Sendable {
     private let state = Mutex(State())
     private let gauge = Gauge(label: "bookworm_live_streams")
 
-    package init(settings: Settings, sessionIsLive: @escaping @Sendable (UUID) async throws -> Bool) {
+    package init(settings: Settings, sessionIsLive: @escaping @Sendable (_ userID: UUID, _ sessionID: UUID) async throws -> Bool) {
         self.settings = settings
         self.sessionIsLive = sessionIsLive
     }
@@ -61,7 +63,7 @@ package final class LiveStreams: Sendable {
     func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) async throws -> LiveStream {
         let stream = try register(userID: userID, sessionID: sessionID, topic: topic, context: context)
         do {
-            guard try await sessionIsLive(sessionID) else {
+            guard try await sessionIsLive(userID, sessionID) else {
                 throw AppError.unauthorized(code: "invalid_token", detail: "The token is unknown, expired or revoked")
             }
         } catch {
