@@ -56,6 +56,22 @@ import Testing
         }
     }
 
+    /// A function written in SQL that cannot be inlined (a volatile one: it writes) is parsed and
+    /// planned again at every call, and triggers call ours once per row. PL/pgSQL keeps its plans.
+    @Test func noFunctionOfOursThatWritesIsWrittenInSQL() async throws {
+        try await withApp { app in
+            let rows = try await app.db.query("""
+                SELECT p.proname::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+                WHERE l.lanname = 'sql' AND p.provolatile = 'v' AND p.pronamespace = 'public'::regnamespace
+                  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+                ORDER BY 1
+                """).decode(String.self)
+            var planEveryCall: [String] = []
+            for try await name in rows { planEveryCall.append(name) }
+            #expect(planEveryCall.isEmpty, "\(planEveryCall)")
+        }
+    }
+
     @Test func runningUpAgainAppliesNothing() async throws {
         try await withTestDatabase(empty: true) { _, client in
             let migrator = try Migrator.bundled()
