@@ -108,7 +108,8 @@ package final class PasswordHasher: Service, Sendable {
         }
         // libsodium fails only when it cannot allocate the memory limit.
         guard status == 0 else { throw AppError.overloaded(retryAfterSeconds: 1) }
-        return String(cString: out)
+        // The hash is ASCII, ended by a zero byte inside the buffer.
+        return String(decoding: out.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     static func verifyNow(_ password: String, hash: String) -> Bool {

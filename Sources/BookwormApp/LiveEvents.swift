@@ -49,6 +49,9 @@ struct LiveEvents: Service {
                         sessionChanges.listening(listening)
                         inbox.listening(listening)
                     }) { channel, payload in
+                        // The cache drops a revoked session before the dispatcher hears of it:
+                        // a stream that found it held is registered by then and rechecked
+                        // (`LiveStreams.sessionIsLive`). Swapped, a stream could miss it.
                         if channel == "sessions" { sessionChanges.notified(payload) }
                         inbox.add(channel, payload)
                     }

@@ -65,6 +65,11 @@ import Testing
                 #expect(!cache.holds(sessionID: UUID(), of: user, now: now))
                 #expect(!cache.holds(sessionID: id, of: user, now: now.addingTimeInterval(SessionCache.lifetime)))
                 #expect(try await store.isLive(id, of: user))
+                // The cache's answer: a store whose pool never runs cannot reach the database.
+                let offline = Database(client: app.settings.makeClient(logger: Self.logger),
+                                       deadlines: DatabaseDeadlines(acquire: .milliseconds(200), statement: .milliseconds(200)))
+                let cached = SessionStore(client: offline, policy: SessionPolicy(), logger: Self.logger, clock: app.clock, cache: cache)
+                #expect(try await cached.isLive(id, of: user))
 
                 let elsewhere = SessionStore(client: app.db, policy: SessionPolicy(), logger: Self.logger, clock: app.clock)
                 try await elsewhere.revokeAll(userID: user)

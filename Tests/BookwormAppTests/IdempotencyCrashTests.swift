@@ -16,7 +16,9 @@ import Glibc
     @Test func aServerKilledBeforeOrAfterItsWriteCommitsMakesOneCopyAndTheRightAnswer() async throws {
         try await withTestDatabase { settings, client in
             let db = Database.forTests(client)
-            let first = try await ServerProcess(databaseURL: settings.connectionURL)
+            // Its INSERT waits on the test's lock until it is killed, not only for the production
+            // 5 s statement deadline, which a loaded test run could let pass between two looks.
+            let first = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_DB_STATEMENT_TIMEOUT_MS": "120000"])
             let register = #"{"email":"crash@example.org","username":"crash_user","password":"correct horse battery"}"#
             let token = try #require(try rawRequest(port: first.port, "POST", "/v1/auth/register", json: register).json?["token"] as? String)
             let server = first
@@ -29,7 +31,7 @@ import Glibc
                 try socket.send(rawRequestText("POST", "/v1/me/copies", json: Self.copy, token: token, headers: ["Idempotency-Key": "before"]))
                 #expect(try await eventually(within: 30, interval: .milliseconds(20)) {
                     try await Self.count(db, "SELECT count(*)::int8 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO copies%'") == 1
-                })
+                }, "\(server.log.suffix(2000))")
                 Self.kill(server)
                 try await locker.query("ROLLBACK", logger: locker.logger)
             }

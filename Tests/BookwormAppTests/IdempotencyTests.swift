@@ -205,8 +205,8 @@ import Testing
     }
 
     @Test func aKeyedWriteStoppedByTheStatementDeadlineLeavesNothingAndFreesItsKey() async throws {
-        // The deadline bounds every statement of this app, not only the stuck one: under a loaded
-        // test run a registration's statements once took more than a second.
+        // The deadlines bound every call of this app, not only the stuck one: under a loaded test
+        // run a registration once took more than a second (acquire as the other tests have it).
         try await withApp(configure: { $0.databaseDeadlines = DatabaseDeadlines(acquire: .seconds(30), statement: .seconds(6)) }) { app in
             let me = try await app.register()
             let settings = app.settings

@@ -56,9 +56,10 @@ import Testing
         }
     }
 
-    /// A function written in SQL that cannot be inlined (a volatile one: it writes) is parsed and
-    /// planned again at every call, and triggers call ours once per row. PL/pgSQL keeps its plans.
-    @Test func noFunctionOfOursThatWritesIsWrittenInSQL() async throws {
+    /// A volatile function written in SQL (one that writes is volatile) cannot be inlined: it is
+    /// parsed and planned again at every call, and triggers call ours once per row. PL/pgSQL
+    /// keeps its plans.
+    @Test func noVolatileFunctionOfOursIsWrittenInSQL() async throws {
         try await withApp { app in
             let rows = try await app.db.query("""
                 SELECT p.proname::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang

@@ -42,12 +42,17 @@ package final class LoopExecutor: TaskExecutor {
 struct LoopBoundHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let inner: HTTP1Channel
+    static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // A channel keeps its last receive buffer for the next read, for as long as it is open:
         // NIO's first is 2 KiB, which an idle keep-alive connection or event stream holds for
         // nothing. A request head fits in 512 bytes; a larger read grows the next buffer.
-        try? channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
+        do {
+            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
+        } catch {
+            logger.debug("the receive buffer could not be set", metadata: ["error": .string("\(error)")])
+        }
         return inner.setup(channel: channel, logger: logger)
     }
 
