@@ -210,8 +210,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
                                           throttles: throttles, templates: templates,
                                           policy: config.contact, notify: config.notify, logger: logger))
         .addRoutes(authenticated: authenticated)
-    BooksRoutes(books: BooksStore(client: client, logger: logger)).addRoutes(public: v1, authenticated: authenticated)
-    CopiesRoutes(service: copies, users: users, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
+    BooksRoutes(books: BooksStore(client: client, logger: logger), clock: config.clock).addRoutes(public: v1, authenticated: authenticated)
+    CopiesRoutes(service: copies, users: users, clock: config.clock, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
                  publicUsers: AccountsStore(client: reads, logger: logger))
         .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
     PhotosRoutes(service: PhotosService(client: client, maker: photoMaker, settings: config.photos, logger: logger))

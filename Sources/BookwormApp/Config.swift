@@ -229,7 +229,7 @@ package enum LogFormat: String, Sendable {
 }
 
 extension Config {
-    var mailTemplates: MailTemplates { MailTemplates(from: mail.from, publicBaseURL: mail.publicBaseURL) }
+    var mailTemplates: MailTemplates { MailTemplates(from: mail.from, publicBaseURL: mail.publicBaseURL, clock: clock) }
 
     func pushQueue(client: Database, logger: Logger) -> PushQueue {
         PushQueue(client: client, settings: push, clock: clock, logger: logger)

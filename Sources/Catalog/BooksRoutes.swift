@@ -7,9 +7,11 @@ import PostgresNIO
 /// `/v1/books` (API.md, Catalog).
 package struct BooksRoutes: Sendable {
     package let books: BooksStore
+    let clock: any AppClock
 
-    package init(books: BooksStore) {
+    package init(books: BooksStore, clock: any AppClock) {
         self.books = books
+        self.clock = clock
     }
 
     package func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
@@ -40,7 +42,7 @@ package struct BooksRoutes: Sendable {
         let body = try await request.decodeStrict(CreateBookBody.self, context: context)
         let newBook = try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors,
                                                  publisher: body.publisher, publishedYear: body.publishedYear,
-                                                 language: body.language)
+                                                 language: body.language, now: clock.now())
         let (book, created) = try await books.findOrCreate(newBook)
         return try .json(book, status: created ? .created : .ok, for: request)
     }

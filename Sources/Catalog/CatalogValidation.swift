@@ -4,8 +4,9 @@ import Foundation
 
 /// The API's rules for catalog fields (API.md, Catalog).
 package enum CatalogValidation {
+    /// `now` bounds the publication year (next year at the latest).
     package static func book(isbn: String?, title: String?, authors: [String]?, publisher: String?,
-                     publishedYear: Int?, language: String?) throws -> NewBook {
+                     publishedYear: Int?, language: String?, now: Date) throws -> NewBook {
         var errors: [FieldError] = []
         var broken: [FieldError] = []
         var parsedISBN: ISBN?
@@ -21,7 +22,7 @@ package enum CatalogValidation {
             errors.append(FieldError("authors", "must be a list of 1 to 20 names, each 1 to 200 characters"))
         }
         let cleanPublisher = try collectFieldErrors(&errors) { try AccountValidation.text(publisher, field: "publisher", maxLength: 200, allowNewlines: false) } ?? nil
-        let currentYear = Calendar(identifier: .gregorian).component(.year, from: Date())
+        let currentYear = Calendar(identifier: .gregorian).component(.year, from: now)
         if let year = publishedYear, !(0...9999).contains(year) {
             errors.append(FieldError("published_year", "must be between 0 and 9999"))
         } else if let year = publishedYear, year > currentYear + 1 {

@@ -14,9 +14,12 @@ package struct CopiesRoutes: Sendable {
     /// The library and someone's copies: the read replica's when there is one.
     let library: CopiesService
     let publicUsers: AccountsStore
+    let clock: any AppClock
 
-    package init(service: CopiesService, users: AccountsStore, library: CopiesService? = nil, publicUsers: AccountsStore? = nil) {
+    package init(service: CopiesService, users: AccountsStore, clock: any AppClock, library: CopiesService? = nil,
+                 publicUsers: AccountsStore? = nil) {
         self.service = service
+        self.clock = clock
         self.users = users
         self.library = library ?? service
         self.publicUsers = publicUsers ?? users
@@ -88,7 +91,7 @@ package struct CopiesRoutes: Sendable {
             if body.authors == nil { throw AppError.broken("authors", "is required to describe a book (with title)") }
             book = .described(try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors,
                                                          publisher: body.publisher, publishedYear: body.publishedYear,
-                                                         language: body.language))
+                                                         language: body.language, now: clock.now()))
         }
         let made = try await service.create(id: try ClientMadeID.checked(body.id), owner: owner, book: book, condition: condition,
                                             notes: notes, pinID: body.pinID)

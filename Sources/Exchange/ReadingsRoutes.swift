@@ -42,7 +42,8 @@ package struct ReadingsRoutes: Sendable {
             guard body.title != nil, body.authors != nil else {
                 throw AppError.rule([FieldError("title", "and authors are needed for a book the catalogue does not have yet")])
             }
-            return try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors, publisher: nil, publishedYear: nil, language: nil)
+            return try CatalogValidation.book(isbn: body.isbn, title: body.title, authors: body.authors, publisher: nil, publishedYear: nil, language: nil,
+                                             now: service.clock.now())
         }, input)
         return try .json(reading, status: created ? .created : .ok, for: request)
     }

@@ -1,3 +1,4 @@
+import BookwormCore
 import Foundation
 
 /// Every email the service writes. Values are the service's own or validated input; the
@@ -5,15 +6,18 @@ import Foundation
 package struct MailTemplates: Sendable {
     package let from: String
     package let publicBaseURL: String
+    /// Dates each message (its `Date` header).
+    let clock: any AppClock
 
-    package init(from: String, publicBaseURL: String) {
+    package init(from: String, publicBaseURL: String, clock: any AppClock) {
         self.from = from
         self.publicBaseURL = publicBaseURL
+        self.clock = clock
     }
 
     private func message(to: String, replyTo: String? = nil, subject: String, body: String) -> MailMessage {
         MailMessage(messageID: MailMessage.newMessageID(from: from), from: from, to: to, replyTo: replyTo,
-                    subject: subject, body: body, date: Date())
+                    subject: subject, body: body, date: clock.now())
     }
 
     /// The code is for the app; the link (a day long) is for a browser.

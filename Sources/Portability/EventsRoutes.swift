@@ -22,7 +22,7 @@ package struct EventsRoutes: Sendable {
         authenticated.get("me/events", use: events)
     }
 
-    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+    static let lastEventID = HTTPField.Name.constant("Last-Event-ID")
 
     @Sendable func events(_ request: Request, context: AppRequestContext) async throws -> Response {
         // Not a token of ours (a browser's id of another event, a token of a restored

@@ -4,7 +4,7 @@ import Hummingbird
 import Logging
 
 extension HTTPField.Name {
-    package static let syncToken = Self("Sync-Token")!
+    package static let syncToken = Self.constant("Sync-Token")
 }
 
 /// `Sync-Token` on every successful write of a signed-in user: the sync position right after the

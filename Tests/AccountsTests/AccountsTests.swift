@@ -125,7 +125,7 @@ import Testing
             let mail = AccountMail(client: client, users: users, sessions: sessions,
                                    verifications: VerificationStore(client: client, logger: logger),
                                    outbox: OutboxStore(client: client, logger: logger),
-                                   templates: MailTemplates(from: "t <t@example.org>", publicBaseURL: "http://x"),
+                                   templates: MailTemplates(from: "t <t@example.org>", publicBaseURL: "http://x", clock: SystemClock()),
                                    throttles: throttles, hasher: hasher, logger: logger)
             let service = AccountsService(client: client, users: users, sessions: sessions, throttles: throttles, hasher: hasher,
                                           mail: mail, policy: ThrottlePolicy(), logger: logger)

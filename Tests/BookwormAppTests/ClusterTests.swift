@@ -159,7 +159,7 @@ import Glibc
 
     static func enqueue(_ count: Int, db: Database) async throws -> [String] {
         let outbox = OutboxStore(client: db, logger: Logger(label: "test"), clock: SystemClock())
-        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x")
+        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: SystemClock())
         let messages = (0..<count).map { index in
             MailMessage(messageID: MailMessage.newMessageID(from: templates.from), from: templates.from, to: "reader\(index)@example.org",
                         replyTo: nil, subject: "Hello \(index)", body: "Body", date: Date())

@@ -111,6 +111,21 @@ import Testing
         }
     }
 
+    /// Next year is the latest a book may be published, by the service's clock (here in 2040),
+    /// not the machine's.
+    @Test func thePublicationYearIsBoundedByTheServiceClock() async throws {
+        let later = ManualClock(start: Date(timeIntervalSince1970: 2_218_000_000))
+        try await withApp(configure: { $0.clock = later }) { app in
+            let year = Calendar(identifier: .gregorian).component(.year, from: later.now())
+            let account = try await app.register()
+            let next = try await createBook(app, account.token, ["title": "Soon", "authors": ["A"], "published_year": year + 1])
+            #expect(next.status == .created)
+            let after = try await createBook(app, account.token, ["title": "Later", "authors": ["A"], "published_year": year + 2])
+            #expect(after.status == .unprocessableContent)
+            #expect(try after.problemFields() == ["published_year"])
+        }
+    }
+
     @Test func bookValidationNamesEveryBadField() async throws {
         try await withApp { app in
             let account = try await app.register()

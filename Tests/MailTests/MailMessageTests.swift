@@ -18,12 +18,20 @@ import Testing
         "Zoë \u{0}\u{7}\u{1b}[31m",
     ]
 
+    @Test func aMessageIsDatedByTheServiceClock() {
+        let clock = ManualClock(start: Date(timeIntervalSince1970: 1_900_000_000))
+        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: clock)
+        let message = templates.verification(to: "a@example.org", username: "a", code: "123456", token: "t")
+        #expect(message.date == clock.now())
+        #expect(message.rendered().contains("Date: Sun, 17 Mar 2030 17:46:40 +0000"))
+    }
+
     /// Hostile names, titles and messages go through real SMTP: no extra header appears, every
     /// header stays one logical line, and the body arrives exactly as written.
     @Test func headerInjectionAttemptsAddNoHeaderAndLeaveTheBodyIntact() async throws {
         try await withSink { sink in
             try await withApp { app in
-                let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x")
+                let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: SystemClock())
                 let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"), clock: app.clock)
                 for (index, text) in Self.hostile.enumerated() {
                     let body = "Hello\n.\nStill here \(index)\r\n\(text)\n" + String(repeating: "long line ", count: 50)

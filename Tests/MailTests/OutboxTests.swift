@@ -14,7 +14,7 @@ extension TestApp {
     @discardableResult
     func enqueue(to recipients: [String], subject: String = "Hello", body: String = "Body") async throws -> [String] {
         let outbox = OutboxStore(client: db, logger: Logger(label: "test"), clock: clock)
-        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x")
+        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: SystemClock())
         var ids: [String] = []
         for recipient in recipients {
             let message = MailMessage(messageID: MailMessage.newMessageID(from: templates.from), from: templates.from, to: recipient,

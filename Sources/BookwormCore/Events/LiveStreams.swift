@@ -141,7 +141,7 @@ package final class LiveStreams: Sendable {
 
     static let headers: HTTPFields = [
         .contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-store",
-        HTTPField.Name("X-Accel-Buffering")!: "no",
+        HTTPField.Name.constant("X-Accel-Buffering"): "no",
     ]
 
     /// The response for `stream`: `text/event-stream`, never cached or buffered by a proxy.

@@ -48,6 +48,6 @@ package struct AppRequestContext: RequestContext {
 }
 
 extension HTTPField.Name {
-    static let xRequestID = Self("X-Request-Id")!
-    static let xForwardedFor = Self("X-Forwarded-For")!
+    static let xRequestID = Self.constant("X-Request-Id")
+    static let xForwardedFor = Self.constant("X-Forwarded-For")
 }

@@ -6,8 +6,8 @@ import NIOCore
 import Synchronization
 
 extension HTTPField.Name {
-    package static let idempotencyKey = Self("Idempotency-Key")!
-    package static let idempotentReplayed = Self("Idempotent-Replayed")!
+    package static let idempotencyKey = Self.constant("Idempotency-Key")
+    package static let idempotentReplayed = Self.constant("Idempotent-Replayed")
 }
 
 /// `Idempotency-Key` on `POST`, `PUT`, `PATCH` and `DELETE` (API.md, "Safe retries"). The request
