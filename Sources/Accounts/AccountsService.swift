@@ -53,7 +53,7 @@ package struct AccountsService: Sendable {
         return try await client.transaction(logger: logger) { connection in
             let outcome = try await users.createUser(
                 email: input.email, emailNormalized: input.emailNormalized, username: input.username,
-                displayName: input.displayName, passwordHash: hash, on: connection)
+                displayName: input.displayName, passwordHash: hash, at: sessions.clock.now(), on: connection)
             switch outcome {
             case .created(let user):
                 try await mail.sendCode(to: user, on: connection)

@@ -31,11 +31,11 @@ package struct AccountsStore: Sendable {
     /// Inserts the user on `connection` (the caller's transaction); a unique violation is an
     /// outcome, not an error, so the caller can answer 409 naming the field.
     func createUser(email: String, emailNormalized: String, username: String, displayName: String?,
-                    passwordHash: String, on connection: PostgresConnection) async throws -> CreateOutcome {
+                    passwordHash: String, at now: Date, on connection: PostgresConnection) async throws -> CreateOutcome {
         do {
             let rows = try await connection.query("""
-                INSERT INTO users AS u (email, email_normalized, username, display_name, password_hash)
-                VALUES (\(email), \(emailNormalized), \(username), \(displayName), \(passwordHash))
+                INSERT INTO users AS u (email, email_normalized, username, display_name, password_hash, created_at)
+                VALUES (\(email), \(emailNormalized), \(username), \(displayName), \(passwordHash), \(now))
                 RETURNING \(unescaped: Self.userColumns)
                 """, logger: logger)
             for try await row in rows.decode(UserRow.self) { return .created(Self.record(row)) }

@@ -17,11 +17,11 @@ package struct AdminFacts: Sendable {
 
 extension AccountsStore {
     /// Counts from other rooms' tables, read by schema (as `CopiesStore.tradeHold` reads trades).
-    package func adminFacts(_ id: UUID, on connection: PostgresConnection) async throws -> AdminFacts {
+    package func adminFacts(_ id: UUID, at now: Date, on connection: PostgresConnection) async throws -> AdminFacts {
         let rows = try await connection.query("""
             SELECT u.suspension_reason,
                    coalesce((SELECT array_agg(provider || ' ' || coalesce(email, subject) ORDER BY provider) FROM identities WHERE user_id = u.id), '{}'),
-                   (SELECT count(*) FROM sessions WHERE user_id = u.id AND revoked_at IS NULL AND idle_expires_at > now())::int8,
+                   (SELECT count(*) FROM sessions WHERE user_id = u.id AND revoked_at IS NULL AND idle_expires_at > \(now))::int8,
                    (SELECT count(*) FROM copies WHERE owner_id = u.id)::int8,
                    (SELECT count(*) FROM posts WHERE author_id = u.id)::int8,
                    (SELECT count(*) FROM pins WHERE owner_id = u.id)::int8,

@@ -64,8 +64,8 @@ package struct IdentitiesStore: Sendable {
     func createUser(email: String, normalized: String, username: String, displayName: String?, at now: Date,
                     on connection: PostgresConnection) async throws -> UserRecord? {
         let rows = try await connection.query("""
-            INSERT INTO users AS u (email, email_normalized, username, display_name, password_hash, email_verified_at)
-            SELECT \(email), \(normalized), \(username), \(displayName), NULL, \(now)
+            INSERT INTO users AS u (email, email_normalized, username, display_name, password_hash, email_verified_at, created_at)
+            SELECT \(email), \(normalized), \(username), \(displayName), NULL, \(now), \(now)
             WHERE NOT EXISTS (SELECT 1 FROM users WHERE lower(username) = \(username))
               AND NOT EXISTS (SELECT 1 FROM username_holds WHERE username = \(username))
             RETURNING \(unescaped: AccountsStore.userColumns)

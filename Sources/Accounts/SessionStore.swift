@@ -14,7 +14,7 @@ package struct SessionStore: Sendable {
     /// Sessions just looked up (the API's processes); nil: every lookup reads the database.
     package let cache: SessionCache?
 
-    package init(client: Database, policy: SessionPolicy, logger: Logger, clock: any AppClock = SystemClock(), cache: SessionCache? = nil) {
+    package init(client: Database, policy: SessionPolicy, logger: Logger, clock: any AppClock, cache: SessionCache? = nil) {
         self.client = client
         self.policy = policy
         self.logger = logger

@@ -11,7 +11,7 @@ package struct ThrottleStore: Sendable {
 
     package let clock: any AppClock
 
-    package init(client: Database, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, logger: Logger, clock: any AppClock) {
         self.client = client
         self.logger = logger
         self.clock = clock

@@ -17,7 +17,7 @@ package enum OutboxAction: Sendable {
 /// readable tables. Addresses are shown masked; bodies (codes, reset links) never.
 package func runOutboxCommand(_ action: OutboxAction, config: Config, logger: Logger) async throws -> String {
     try await withCommandDatabase(config: config, logger: logger) { client in
-        let admin = OutboxAdmin(client: .forAdministration(client), logger: logger)
+        let admin = OutboxAdmin(client: .forAdministration(client), logger: logger, clock: config.clock)
         switch action {
         case .stats: return try await admin.stats()
         case .list(let status, let limit): return try await admin.list(status: status, limit: limit)

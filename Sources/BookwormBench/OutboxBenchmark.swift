@@ -101,7 +101,7 @@ struct OutboxBenchmark {
         let start = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<workers {
-                let worker = OutboxWorker(client: .forAdministration(client), transport: transport, policy: policy, logger: logger)
+                let worker = OutboxWorker(client: .forAdministration(client), transport: transport, policy: policy, logger: logger, clock: SystemClock())
                 group.addTask { try await worker.drain() }
             }
             try await group.waitForAll()

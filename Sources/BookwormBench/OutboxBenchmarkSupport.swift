@@ -10,7 +10,7 @@ enum OutboxBenchmarkSupport {
     /// `count` rendered messages to `recipient`, in batches of 5,000 rows per statement.
     static func enqueue(count: Int, recipient: String, client: PostgresClient, logger: Logger) async throws {
         let templates = MailTemplates(from: "Bookworm <bench@bookworm.localhost>", publicBaseURL: "http://127.0.0.1:8080", clock: SystemClock())
-        let outbox = OutboxStore(client: .forAdministration(client), logger: logger)
+        let outbox = OutboxStore(client: .forAdministration(client), logger: logger, clock: SystemClock())
         for start in stride(from: 0, to: count, by: 5000) {
             let messages = (start..<min(count, start + 5000)).map { index in
                 templates.contact(to: recipient, recipient: "reader", sender: "bench_\(index)", senderEmail: nil,

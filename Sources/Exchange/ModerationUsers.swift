@@ -10,7 +10,7 @@ extension ModerationAdmin {
         let now = clock.now()
         return try await client.transaction(logger: logger) { connection in
             guard let user = try await users.lockByUsername(username, on: connection) else { throw Self.noUser(username) }
-            let facts = try await users.adminFacts(user.id, on: connection)
+            let facts = try await users.adminFacts(user.id, at: now, on: connection)
             try await audit.record(actor: actor.name, host: actor.host, action: "users.show", target: "user \(user.username)",
                                    reason: nil, at: now, on: connection)
             return [

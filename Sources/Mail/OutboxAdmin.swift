@@ -7,18 +7,22 @@ import ServiceLifecycle
 package struct OutboxAdmin: Sendable {
     package let client: Database
     package let logger: Logger
+    /// The workers' clock: a message queued again is due by the time they claim on.
+    let clock: any AppClock
 
-    package init(client: Database, logger: Logger) {
+    package init(client: Database, logger: Logger, clock: any AppClock) {
         self.client = client
         self.logger = logger
+        self.clock = clock
     }
 
     package func stats() async throws -> String {
+        let now = clock.now()
         let rows = try await client.query("""
             SELECT status, count(*)::int8,
-                   count(*) FILTER (WHERE status = 'queued' AND next_attempt_at <= clock_timestamp())::int8,
-                   count(*) FILTER (WHERE lease_expires_at > clock_timestamp())::int8,
-                   coalesce(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8
+                   count(*) FILTER (WHERE status = 'queued' AND next_attempt_at <= \(now))::int8,
+                   count(*) FILTER (WHERE lease_expires_at > \(now))::int8,
+                   coalesce(EXTRACT(EPOCH FROM \(now)::timestamptz - min(created_at)), 0)::float8
             FROM outbox_messages GROUP BY status ORDER BY status
             """, logger: logger)
         var table = [["STATUS", "MESSAGES", "DUE NOW", "CLAIMED", "OLDEST"]]
@@ -52,9 +56,10 @@ package struct OutboxAdmin: Sendable {
 
     /// Queues a failed (or waiting) message again, due now, with a fresh set of attempts.
     package func retry(_ id: UUID) async throws -> String {
+        let now = clock.now()
         let rows = try await client.query("""
-            UPDATE outbox_messages SET status = 'queued', attempts = 0, next_attempt_at = clock_timestamp(), lease_owner = NULL,
-                   lease_expires_at = NULL, updated_at = clock_timestamp()
+            UPDATE outbox_messages SET status = 'queued', attempts = 0, next_attempt_at = \(now), lease_owner = NULL,
+                   lease_expires_at = NULL, updated_at = \(now)
             WHERE id = \(id) AND status <> 'sent' AND content <> ''
             RETURNING recipient, EXISTS (SELECT 1 FROM mail_suppressions s WHERE s.address = lower(recipient))
             """, logger: logger)
@@ -65,9 +70,10 @@ package struct OutboxAdmin: Sendable {
     }
 
     package func discard(_ id: UUID) async throws -> String {
+        let now = clock.now()
         let rows = try await client.query("""
             UPDATE outbox_messages SET status = 'failed', last_error = 'discarded by an operator', lease_owner = NULL,
-                   lease_expires_at = NULL, updated_at = clock_timestamp()
+                   lease_expires_at = NULL, updated_at = \(now)
             WHERE id = \(id) AND status = 'queued' RETURNING id
             """, logger: logger)
         for try await _ in rows { return "Discarded \(id.apiString)." }

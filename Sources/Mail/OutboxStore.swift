@@ -28,7 +28,7 @@ package struct OutboxStore: Sendable {
 
     package let clock: any AppClock
 
-    package init(client: Database, logger: Logger, clock: any AppClock = SystemClock()) {
+    package init(client: Database, logger: Logger, clock: any AppClock) {
         self.client = client
         self.logger = logger
         self.clock = clock

@@ -60,7 +60,7 @@ package struct OutboxWorker: Service {
     package let clock: any AppClock
 
     package init(client: Database, transport: any MailTransport, policy: OutboxPolicy, logger: Logger,
-                 clock: any AppClock = SystemClock()) {
+                 clock: any AppClock) {
         self.client = client
         self.clock = clock
         self.store = OutboxStore(client: client, logger: logger, clock: clock)

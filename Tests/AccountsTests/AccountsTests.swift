@@ -120,12 +120,13 @@ import Testing
             let logger = Logger(label: "test")
             let hasher = try PasswordHasher(settings: .fastForTests)
             let users = AccountsStore(client: client, logger: logger)
-            let sessions = SessionStore(client: client, policy: SessionPolicy(), logger: logger)
-            let throttles = ThrottleStore(client: client, logger: logger)
+            let clock = ManualClock()
+            let sessions = SessionStore(client: client, policy: SessionPolicy(), logger: logger, clock: clock)
+            let throttles = ThrottleStore(client: client, logger: logger, clock: clock)
             let mail = AccountMail(client: client, users: users, sessions: sessions,
-                                   verifications: VerificationStore(client: client, logger: logger),
-                                   outbox: OutboxStore(client: client, logger: logger),
-                                   templates: MailTemplates(from: "t <t@example.org>", publicBaseURL: "http://x", clock: SystemClock()),
+                                   verifications: VerificationStore(client: client, logger: logger, clock: clock),
+                                   outbox: OutboxStore(client: client, logger: logger, clock: clock),
+                                   templates: MailTemplates(from: "t <t@example.org>", publicBaseURL: "http://x", clock: clock),
                                    throttles: throttles, hasher: hasher, logger: logger)
             let service = AccountsService(client: client, users: users, sessions: sessions, throttles: throttles, hasher: hasher,
                                           mail: mail, policy: ThrottlePolicy(), logger: logger)

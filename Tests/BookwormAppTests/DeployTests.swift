@@ -13,13 +13,13 @@ import Glibc
         try await withTestDatabase { settings, _ in
             let server = try await ServerProcess(databaseURL: settings.connectionURL,
                                                  environment: ["BOOKWORM_LOG_FORMAT": "json", "LOG_LEVEL": "info"])
-            // The server answers /health/live before its first database connection is made; on
-            // CI's loaded two cores that first readiness check once took longer than the
-            // probe's 3 s, so the test waits for the server's own readiness first.
+            // The server answers /health/live before its request pool has opened a connection; on
+            // CI's loaded two cores the first readiness check, which opens one, once took longer
+            // than the probe's 3 s, so the test waits for the server's own readiness first.
             let warm = try await eventually(within: 60, interval: .milliseconds(200)) {
                 (try? rawRequest(port: server.port, "GET", "/health/ready", timeout: 10))?.status == 200
             }
-            #expect(warm, "never ready: \(server.log.suffix(2000))")
+            try #require(warm, "never ready: \(server.log.suffix(2000))")
             let ready = try ChildProcess.run(try bookwormBinary(), ["health", "--port", String(server.port)])
             #expect(ready.status == 0, "\(ready.output) \(server.log.suffix(2000))")
             _ = try rawRequest(port: server.port, "GET", "/v1/users/nobody_here", timeout: 5)

@@ -51,6 +51,9 @@ import Glibc
                 (try? rawRequest(port: server.port, "GET", "/health/ready", timeout: 2))?.status == 503
             })
             #expect(try rawRequest(port: server.port, "GET", "/health/live", timeout: 5).status == 200, "still serving while draining")
+            // Alive but not ready: the container's health check fails, so no new traffic comes.
+            let health = try await offThePool { try ChildProcess.run(try bookwormBinary(), ["health", "--port", String(server.port)]) }
+            #expect(health.status == 1, "the health command passed while the server drains")
             kill(server.pid, SIGTERM)
             let status = try await offThePool { ChildProcess.wait(server.pid) }
             #expect(status == 0, "exit status \(status)\n\(server.log.suffix(2000))")

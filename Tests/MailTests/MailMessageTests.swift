@@ -31,7 +31,7 @@ import Testing
     @Test func headerInjectionAttemptsAddNoHeaderAndLeaveTheBodyIntact() async throws {
         try await withSink { sink in
             try await withApp { app in
-                let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: SystemClock())
+                let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: app.clock)
                 let outbox = OutboxStore(client: app.db, logger: Logger(label: "t"), clock: app.clock)
                 for (index, text) in Self.hostile.enumerated() {
                     let body = "Hello\n.\nStill here \(index)\r\n\(text)\n" + String(repeating: "long line ", count: 50)

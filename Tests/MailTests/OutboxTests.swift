@@ -14,11 +14,11 @@ extension TestApp {
     @discardableResult
     func enqueue(to recipients: [String], subject: String = "Hello", body: String = "Body") async throws -> [String] {
         let outbox = OutboxStore(client: db, logger: Logger(label: "test"), clock: clock)
-        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: SystemClock())
+        let templates = MailTemplates(from: "Bookworm <no-reply@example.org>", publicBaseURL: "http://x", clock: clock)
         var ids: [String] = []
         for recipient in recipients {
             let message = MailMessage(messageID: MailMessage.newMessageID(from: templates.from), from: templates.from, to: recipient,
-                                      replyTo: nil, subject: subject, body: body, date: Date())
+                                      replyTo: nil, subject: subject, body: body, date: clock.now())
             try await db.transaction(logger: Logger(label: "test")) { connection in
                 try await outbox.enqueue(message, kind: .contact, on: connection)
             }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// The time the rules run on: session expiry, throttle windows, outbox backoff and leases,
-/// housekeeping and every later expiry job. Stores bind `now()` into their SQL instead of
+/// housekeeping and every later expiry job, an account's age (it stamps new users), a book's
+/// latest publication year and a mail's date. Stores bind `now()` into their SQL instead of
 /// asking PostgreSQL, so a test moves this clock instead of sleeping.
 package protocol AppClock: Sendable {
     func now() -> Date
