@@ -58,6 +58,9 @@ package struct Config: Sendable {
     package var maxBodyBytes: Int
     /// Idle timeout and connection cap of the HTTP server.
     package var connections = ConnectionPolicy()
+    /// The slice `serve`'s threads ask the scheduler for (`BOOKWORM_THREAD_SLICE_US`, `ThreadSlices`);
+    /// 0 keeps the kernel's.
+    package var threadSliceMicroseconds = 100
     /// How many proxies in front append to `X-Forwarded-For` (0: the socket peer is the client).
     package var forwardedForHops: Int
     /// Web origins whose pages may call the API from a browser (`BOOKWORM_CORS_ORIGINS`).
@@ -192,6 +195,7 @@ package struct Config: Sendable {
             ?? defaults.trades.acceptedDays
         config.wishes.digestHour = try reader.int("BOOKWORM_ALERT_DIGEST_HOUR", range: 0...23) ?? defaults.wishes.digestHour
         config.sync.tombstoneDays = try reader.int("BOOKWORM_SYNC_TOMBSTONE_DAYS", range: 1...3650) ?? defaults.sync.tombstoneDays
+        config.imports.restPercent = try reader.int("BOOKWORM_IMPORT_REST_PERCENT", range: 0...10_000) ?? defaults.imports.restPercent
         config.idempotencyHours = try reader.int("BOOKWORM_IDEMPOTENCY_HOURS", range: 1...720) ?? defaults.idempotencyHours
         config.erasure.usernameHoldDays = try reader.int("BOOKWORM_USERNAME_HOLD_DAYS", range: 0...3650)
             ?? defaults.erasure.usernameHoldDays
@@ -207,6 +211,7 @@ package struct Config: Sendable {
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,
             maxConnections: reader.int("BOOKWORM_MAX_CONNECTIONS", range: 1...1_000_000) ?? defaults.connections.maxConnections
         )
+        config.threadSliceMicroseconds = try reader.int("BOOKWORM_THREAD_SLICE_US", range: 0...100_000) ?? defaults.threadSliceMicroseconds
         config.forwardedForHops = try Self.forwardedForHops(reader)
         config.crossOrigin = try CrossOriginPolicy(variable: "BOOKWORM_CORS_ORIGINS", value: reader.string("BOOKWORM_CORS_ORIGINS"))
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel

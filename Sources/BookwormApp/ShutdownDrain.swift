@@ -61,6 +61,10 @@ struct DrainOnSignal: Service {
 /// `serve`'s service group: the application, and the drain that ends it on a signal. The group
 /// itself traps no signal: SIGTERM handed straight to it would close the listener at once.
 package func runServing(_ app: BookwormApplication, config: Config) async throws {
+    if config.threadSliceMicroseconds > 0 {
+        let threads = ThreadSlices.shorten(to: config.threadSliceMicroseconds)
+        app.logger.debug("thread slices shortened", metadata: ["threads": "\(threads)", "microseconds": "\(config.threadSliceMicroseconds)"])
+    }
     let drain = DrainOnSignal(drain: config.drain, seconds: config.shutdownDrainSeconds, clock: config.clock, logger: app.logger)
     let group = ServiceGroup(configuration: .init(services: [
         .init(service: app),

@@ -89,8 +89,9 @@ package struct ImportService: Sendable {
         return view
     }
 
-    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress;
-    /// the file is parsed once per run. True when the import is finished.
+    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress and
+    /// followed by a rest (`ImportPolicy.restPercent`); the file is parsed once per run. True
+    /// when the import is finished.
     func runChunks(_ id: UUID) async throws -> Bool {
         guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
         let plan: ImportPlan
@@ -106,7 +107,9 @@ package struct ImportService: Sendable {
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
         for _ in 0..<max(1, policy.chunksPerRun) {
+            let begun = ContinuousClock.now
             if try await runChunk(id, plan: plan, pins: pins) { return true }
+            if policy.restPercent > 0 { try await policy.rest((ContinuousClock.now - begun) * policy.restPercent / 100) }
         }
         return false
     }

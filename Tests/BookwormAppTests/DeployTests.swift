@@ -37,6 +37,43 @@ import Glibc
         }
     }
 
+    @Test func everyThreadOfTheServerAsksForTheConfiguredSlice() async throws {
+        // A kernel without EEVDF's custom slices (before 6.12) shows no slice: nothing to hold.
+        guard try String(contentsOfFile: "/proc/self/sched", encoding: .utf8).contains("se.slice") else { return }
+        try await withTestDatabase { settings, _ in
+            for (setting, expected) in [("250", 250_000), ("0", nil)] {
+                let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_THREAD_SLICE_US": setting])
+                let ready = try await eventually(within: 60, interval: .milliseconds(200)) {
+                    (try? rawRequest(port: server.port, "GET", "/health/ready", timeout: 10))?.status == 200
+                }
+                try #require(ready, "never ready: \(server.log.suffix(2000))")
+                let slices = try Self.slices(of: server.pid)
+                server.stop()
+                // SCHED_IDLE threads (an import's reading, photos) have no slice to ask for.
+                let normal = slices.filter { $0.policy == 0 }
+                #expect(normal.count >= 4, "\(slices)")
+                if let expected {
+                    #expect(normal.allSatisfy { $0.slice == expected }, "\(slices)")
+                } else {
+                    #expect(!normal.contains { $0.slice == 250_000 }, "\(slices)")
+                }
+            }
+        }
+    }
+
+    /// Each thread's scheduling policy and slice (ns), from `/proc/<pid>/task/*/sched`.
+    static func slices(of pid: pid_t) throws -> [(name: String, policy: Int, slice: Int)] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").map { task in
+            let text = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/sched", encoding: .utf8)
+            func field(_ name: String) -> Int {
+                text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                    .flatMap { $0.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } } ?? -1
+            }
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? task
+            return (name.trimmingCharacters(in: .whitespacesAndNewlines), field("policy"), field("se.slice"))
+        }
+    }
+
     @Test func theExampleEnvironmentFileNamesEveryVariableTheReadmeLists() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)

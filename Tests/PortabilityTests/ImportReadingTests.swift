@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -147,6 +148,34 @@ import Testing
                 SELECT count(*) FROM import_parts
                 WHERE pg_column_compression(bytes) = 'lz4' AND import_id IN (SELECT id FROM imports WHERE user_id = $USER)
                 """, user: me.id) == lz4)
+        }
+    }
+
+    @Test func anImportRestsAfterEachChunkItsShareOfTheChunksTime() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            let rows = (0..<300).map { TestApp.goodreadsRow(["Title": "Resting \($0)", "Author": "Someone", "Exclusive Shelf": "to-read"]) }
+            let file = Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8)
+            let rests = Mutex<[Duration]>([])
+            let record: @Sendable (Duration) async throws -> Void = { rest in rests.withLock { $0.append(rest) } }
+            let id = try await app.importFile(me.token, file, contentType: "text/csv")
+            let begun = ContinuousClock.now
+            try await app.portabilityRunner(chunk: 100) { $0.restPercent = 300; $0.rest = record }.runDue()
+            let worked = ContinuousClock.now - begun
+            // Three chunks: a rest after each of the first two (none once the import is done),
+            // each three times its chunk's time, so together at most three times the whole run.
+            let taken = rests.withLock { $0 }
+            #expect(taken.count == 2)
+            #expect(taken.allSatisfy { $0 > .zero })
+            #expect(taken.reduce(.zero, +) <= worked * 3)
+            let status = try await app.importStatus(me.token, id)
+            #expect(status["status"] as? String == "done" && status["done"] as? Int == 300)
+
+            // At 0 an import never rests.
+            rests.withLock { $0 = [] }
+            _ = try await app.importFile(me.token, file, contentType: "text/csv")
+            try await app.portabilityRunner(chunk: 100) { $0.restPercent = 0; $0.rest = record }.runDue()
+            #expect(rests.withLock { $0.isEmpty })
         }
     }
 
