@@ -7,7 +7,8 @@ package struct ImportPolicy: Sendable {
     package var maxRows = 20_000
     /// Records per job run (one transaction): a long import never holds back sync or vacuum long.
     package var chunk = 500
-    /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease.
+    /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease with
+    /// their rests.
     package var chunksPerRun = 40
     /// After each chunk an import rests this many hundredths of the time the chunk took, as
     /// PostgreSQL's vacuum cost delay does: at 100 its backend keeps a core busy at most half

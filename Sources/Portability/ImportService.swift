@@ -4,6 +4,7 @@ import Logging
 import NIOPosix
 import Places
 import PostgresNIO
+import ServiceLifecycle
 
 /// Imports: the upload is looked at (its first bytes) and stored in parts as it arrives, then
 /// queued; the job reads the file under `ImportBudget` and imports chunks, each one transaction
@@ -106,10 +107,16 @@ package struct ImportService: Sendable {
         }
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
-        for _ in 0..<max(1, policy.chunksPerRun) {
+        let chunks = max(1, policy.chunksPerRun)
+        for index in 0..<chunks {
             let begun = ContinuousClock.now
             if try await runChunk(id, plan: plan, pins: pins) { return true }
-            if policy.restPercent > 0 { try await policy.rest((ContinuousClock.now - begun) * policy.restPercent / 100) }
+            // The last chunk of a run needs no rest: the runner's other jobs come first anyway.
+            guard index < chunks - 1, !Task.isShuttingDownGracefully else { return false }
+            if policy.restPercent > 0 {
+                // The chunk is committed: a rest cut short by a shutdown ends the run, to go on at the next.
+                do { try await policy.rest((ContinuousClock.now - begun) * policy.restPercent / 100) } catch { return false }
+            }
         }
         return false
     }
