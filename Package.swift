@@ -55,8 +55,6 @@ let package = Package(
     targets: [
         // Only for BookwormBench's stream fleet: epoll, which Glibc's Swift module leaves out.
         .systemLibrary(name: "CEpoll"),
-        // sched_setattr(2) for the server's threads' slices (ThreadSlices), which glibc does not wrap.
-        .systemLibrary(name: "CSched"),
         .systemLibrary(
             name: "CSodium",
             pkgConfig: "libsodium",
@@ -80,7 +78,7 @@ let package = Package(
         .target(
             name: "BookwormCore",
             dependencies: [
-                "CSodium", "CSched",
+                "CSodium",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

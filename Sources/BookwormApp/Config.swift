@@ -58,9 +58,6 @@ package struct Config: Sendable {
     package var maxBodyBytes: Int
     /// Idle timeout and connection cap of the HTTP server.
     package var connections = ConnectionPolicy()
-    /// The slice `serve`'s threads ask the scheduler for (`BOOKWORM_THREAD_SLICE_US`, `ThreadSlices`);
-    /// 0 keeps the kernel's.
-    package var threadSliceMicroseconds = 100
     /// How many proxies in front append to `X-Forwarded-For` (0: the socket peer is the client).
     package var forwardedForHops: Int
     /// Web origins whose pages may call the API from a browser (`BOOKWORM_CORS_ORIGINS`).
@@ -137,18 +134,6 @@ package struct Config: Sendable {
         return try reader.bool(name) == true ? 1 : 0
     }
 
-    /// How background work leaves the cores to requests: an import's rest after each chunk (at
-    /// most 300 %: a run of 40 chunks stays well inside its job's lease), the threads' slice.
-    static func readCoreSharing(_ reader: EnvironmentReader, into config: inout Config) throws {
-        config.imports.restPercent = try reader.int("BOOKWORM_IMPORT_REST_PERCENT", range: 0...300) ?? config.imports.restPercent
-        if let slice = try reader.int("BOOKWORM_THREAD_SLICE_US", range: 0...ThreadSlices.microseconds.upperBound) {
-            guard slice == 0 || ThreadSlices.microseconds.contains(slice) else {
-                throw ConfigError(variable: "BOOKWORM_THREAD_SLICE_US", message: "expected 0 (the kernel's) or 100 to 100000, got \(slice)")
-            }
-            config.threadSliceMicroseconds = slice
-        }
-    }
-
     /// Reads the process environment; a malformed value is an error naming the variable.
     package static func fromEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Config {
         let reader = EnvironmentReader(env: env)
@@ -222,7 +207,6 @@ package struct Config: Sendable {
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,
             maxConnections: reader.int("BOOKWORM_MAX_CONNECTIONS", range: 1...1_000_000) ?? defaults.connections.maxConnections
         )
-        try Self.readCoreSharing(reader, into: &config)
         config.forwardedForHops = try Self.forwardedForHops(reader)
         config.crossOrigin = try CrossOriginPolicy(variable: "BOOKWORM_CORS_ORIGINS", value: reader.string("BOOKWORM_CORS_ORIGINS"))
         config.logLevel = reader.string("LOG_LEVEL") ?? defaults.logLevel

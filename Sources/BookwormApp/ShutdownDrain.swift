@@ -61,13 +61,6 @@ struct DrainOnSignal: Service {
 /// `serve`'s service group: the application, and the drain that ends it on a signal. The group
 /// itself traps no signal: SIGTERM handed straight to it would close the listener at once.
 package func runServing(_ app: BookwormApplication, config: Config) async throws {
-    if config.threadSliceMicroseconds > 0 {
-        let (set, refused) = ThreadSlices.shorten(to: config.threadSliceMicroseconds)
-        let metadata: Logger.Metadata = ["threads": "\(set)", "microseconds": "\(config.threadSliceMicroseconds)",
-                                         "refused_errno": "\(refused.map(String.init) ?? "none")"]
-        if set == 0 { app.logger.warning("no thread took the scheduler slice", metadata: metadata) }
-        else { app.logger.notice("thread scheduler slice", metadata: metadata) }
-    }
     let drain = DrainOnSignal(drain: config.drain, seconds: config.shutdownDrainSeconds, clock: config.clock, logger: app.logger)
     let group = ServiceGroup(configuration: .init(services: [
         .init(service: app),

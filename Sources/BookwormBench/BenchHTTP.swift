@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -106,29 +105,12 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
 /// `pauseMicros` between requests (a person browsing, not a load generator).
 func probe(port: Int, _ path: String, token: String, pauseMicros: UInt32 = 0, into samples: Samples, while going: () -> Bool) {
     guard let connection = try? BenchHTTPConnection(port: port) else { return }
-    if pauseMicros > 0 { ProbePriority.raise() }
     while going() {
         let begun = ContinuousClock.now
         let status = (try? connection.send("GET", path, token: token).status) ?? 0
         samples.add(millis: (ContinuousClock.now - begun).milliseconds, status: status)
         if pauseMicros > 0 { usleep(pauseMicros) }
     }
-}
-
-/// A probe stands for a person's phone on another machine, but shares this machine's cores with
-/// the server and PostgreSQL: at normal priority its own wait for a core (behind the import
-/// storm's busy backend) was part of what it timed, and the storm's p99 swung between 1.5 and
-/// 4.5 ms with the same server. In SCHED_FIFO it runs the moment its answer arrives, idle and
-/// busy alike. Only a paced probe (a person browsing) is raised: an unpaced one is load. Needs
-/// root or CAP_SYS_NICE; without, the probe says so once and runs as it is.
-enum ProbePriority {
-    static func raise() {
-        var parameters = sched_param(sched_priority: 1)
-        let failure = pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters)
-        if failure != 0 { warnOnce.withLock { if !$0 { $0 = true; print("probe at normal priority: SCHED_FIFO refused (\(failure))") } } }
-    }
-
-    private static let warnOnce = Mutex(false)
 }
 
 /// Latencies and statuses, appended from many threads.

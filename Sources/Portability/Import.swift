@@ -7,16 +7,8 @@ package struct ImportPolicy: Sendable {
     package var maxRows = 20_000
     /// Records per job run (one transaction): a long import never holds back sync or vacuum long.
     package var chunk = 500
-    /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease with
-    /// their rests.
+    /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease.
     package var chunksPerRun = 40
-    /// After each chunk an import rests this many hundredths of the time the chunk took, as
-    /// PostgreSQL's vacuum cost delay does: at 100 its backend keeps a core busy at most half
-    /// the time, and a request that wakes on that core finds it free far more often. Ten
-    /// imports at once without it raised another user's `GET /v1/me` p99 about fourfold.
-    package var restPercent = 100
-    /// How an import rests; a test records it instead.
-    package var rest: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
 
     package init() {}
 }

@@ -4,7 +4,6 @@ import Logging
 import NIOPosix
 import Places
 import PostgresNIO
-import ServiceLifecycle
 
 /// Imports: the upload is looked at (its first bytes) and stored in parts as it arrives, then
 /// queued; the job reads the file under `ImportBudget` and imports chunks, each one transaction
@@ -90,9 +89,8 @@ package struct ImportService: Sendable {
         return view
     }
 
-    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress and
-    /// followed by a rest (`ImportPolicy.restPercent`); the file is parsed once per run. True
-    /// when the import is finished.
+    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress;
+    /// the file is parsed once per run. True when the import is finished.
     func runChunks(_ id: UUID) async throws -> Bool {
         guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
         let plan: ImportPlan
@@ -107,16 +105,8 @@ package struct ImportService: Sendable {
         }
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
-        let chunks = max(1, policy.chunksPerRun)
-        for index in 0..<chunks {
-            let begun = ContinuousClock.now
+        for _ in 0..<max(1, policy.chunksPerRun) {
             if try await runChunk(id, plan: plan, pins: pins) { return true }
-            // The last chunk of a run needs no rest: the runner's other jobs come first anyway.
-            guard index < chunks - 1, !Task.isShuttingDownGracefully else { return false }
-            if policy.restPercent > 0 {
-                // The chunk is committed: a rest cut short by a shutdown ends the run, to go on at the next.
-                do { try await policy.rest((ContinuousClock.now - begun) * policy.restPercent / 100) } catch { return false }
-            }
         }
         return false
     }

@@ -1,11 +1,9 @@
 import Foundation
-import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
 @testable import BookwormCore
-@testable import BookwormApp
 @testable import BookwormTestSupport
 
 /// What the deployment files rely on from the binary: the health check the container runs, and
@@ -36,53 +34,6 @@ import Glibc
             #expect(request["route"] as? String == "/v1/users/{username}")
             #expect(request["status"] as? Int == 404)
             #expect(request["level"] as? String == "info" && request["time"] is String && request["request_id"] is String)
-        }
-    }
-
-    /// Whether this kernel keeps a slice asked for (EEVDF's custom slices, Linux 6.12 and later):
-    /// a thread of its own asks, and reads it back.
-    static let kernelKeepsSlices: Bool = {
-        let answer = Mutex(false)
-        let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
-            _ = ThreadSlices.shorten(to: 250)
-            answer.withLock { $0 = ThreadSlices.slice() == 250_000 }
-            done.signal()
-        }
-        // A thread of its own, so the test runner's threads keep their slices.
-        thread.start()
-        done.wait()
-        return answer.withLock { $0 }
-    }()
-
-    @Test(.enabled(if: kernelKeepsSlices)) func everyThreadOfTheServerAsksForTheConfiguredSlice() async throws {
-        let inherited = try #require(ThreadSlices.slice())
-        try await withTestDatabase { settings, _ in
-            for (setting, expected) in [("250", 250_000), ("0", inherited)] {
-                let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_THREAD_SLICE_US": setting])
-                defer { server.stop() }
-                let ready = try await eventually(within: 60, interval: .milliseconds(200)) {
-                    (try? rawRequest(port: server.port, "GET", "/health/ready", timeout: 10))?.status == 200
-                }
-                try #require(ready, "never ready: \(server.log.suffix(2000))")
-                let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/task").compactMap(Int32.init)
-                // SCHED_IDLE threads (an import's reading, photos) have no slice to ask for; niced
-                // ones (hashes) give it back. A server that has hashed nothing has neither.
-                let slices = tasks.compactMap { ThreadSlices.slice(ofThread: $0) }
-                #expect(slices.count >= 4 && slices.allSatisfy { $0 == expected }, "\(slices), expected \(expected)")
-            }
-        }
-    }
-
-    @Test func theSliceAndTheImportRestAreReadWithinTheirBounds() throws {
-        let set = try Config.fromEnvironment(["BOOKWORM_THREAD_SLICE_US": "0", "BOOKWORM_IMPORT_REST_PERCENT": "300"])
-        #expect(set.threadSliceMicroseconds == 0 && set.imports.restPercent == 300)
-        let unset = try Config.fromEnvironment([:])
-        #expect(unset.threadSliceMicroseconds == 100 && unset.imports.restPercent == 100)
-        // The kernel would raise 50 µs to 100 without a word: refused here instead.
-        for (variable, bad) in [("BOOKWORM_THREAD_SLICE_US", "50"), ("BOOKWORM_THREAD_SLICE_US", "100001"),
-                                ("BOOKWORM_IMPORT_REST_PERCENT", "301"), ("BOOKWORM_IMPORT_REST_PERCENT", "-1")] {
-            #expect(throws: ConfigError.self, "\(variable)=\(bad)") { try Config.fromEnvironment([variable: bad]) }
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -148,35 +147,6 @@ import Testing
                 SELECT count(*) FROM import_parts
                 WHERE pg_column_compression(bytes) = 'lz4' AND import_id IN (SELECT id FROM imports WHERE user_id = $USER)
                 """, user: me.id) == lz4)
-        }
-    }
-
-    @Test func anImportRestsAfterEachChunkItsShareOfTheChunksTime() async throws {
-        try await withApp { app in
-            let me = try await app.register()
-            let rows = (0..<300).map { TestApp.goodreadsRow(["Title": "Resting \($0)", "Author": "Someone", "Exclusive Shelf": "to-read"]) }
-            let file = Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8)
-            // Each rest asked for, and when: recorded, not slept.
-            let rests = Mutex<[(asked: Duration, at: ContinuousClock.Instant)]>([])
-            let record: @Sendable (Duration) async throws -> Void = { rest in rests.withLock { $0.append((rest, .now)) } }
-            let id = try await app.importFile(me.token, file, contentType: "text/csv")
-            try await app.portabilityRunner(chunk: 100) { $0.restPercent = 300; $0.rest = record }.runDue()
-            let status = try await app.importStatus(me.token, id)
-            #expect(status["status"] as? String == "done" && status["done"] as? Int == 300)
-            // Three chunks: a rest after each of the first two, none once the import is done. The
-            // second chunk ran between the two rests, so the second rest is three times a little
-            // less than that gap.
-            let taken = rests.withLock { $0 }
-            try #require(taken.count == 2)
-            let gap = taken[1].at - taken[0].at
-            #expect(taken[1].asked > gap * 2 && taken[1].asked <= gap * 3, "\(taken[1].asked) for a gap of \(gap)")
-
-            // At 0 an import never rests.
-            rests.withLock { $0 = [] }
-            let again = try await app.importFile(me.token, file, contentType: "text/csv")
-            try await app.portabilityRunner(chunk: 100) { $0.restPercent = 0; $0.rest = record }.runDue()
-            #expect(try await app.importStatus(me.token, again)["status"] as? String == "done")
-            #expect(rests.withLock { $0.isEmpty })
         }
     }
 

@@ -5,7 +5,6 @@ import NIOCore
 import PostgresNIO
 @testable import BookwormCore
 @testable import BookwormApp
-@testable import Portability
 
 /// Imports and exports as a client sends them, and their jobs run the way a worker would.
 extension TestApp {
@@ -42,13 +41,11 @@ extension TestApp {
     }
 
     /// The jobs runner with imports of `chunk` records per chunk, `chunksPerRun` chunks per run.
-    /// `imports` changes the rest of the import policy.
-    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40, imports: (inout ImportPolicy) -> Void = { _ in }) -> JobRunner {
+    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40) -> JobRunner {
         var config = Config.forTests(settings)
         config.clock = clock
         config.imports.chunk = chunk
         config.imports.chunksPerRun = chunksPerRun
-        imports(&config.imports)
         return backgroundJobs(client: db, config: config, logger: Logger(label: "test-jobs"))
     }
 

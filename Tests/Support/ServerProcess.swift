@@ -31,8 +31,6 @@ final class ServerProcess: @unchecked Sendable {
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
             // Stopping takes no drain unless a test asks for one (`DrainTests`).
             "BOOKWORM_SHUTDOWN_DRAIN_SECONDS": "0",
-            // Imports run flat out, as in-process tests run them (`Config.forTests`).
-            "BOOKWORM_IMPORT_REST_PERCENT": "0",
             // A fresh process opens its first connections while the whole suite loads both cores:
             // the production 2 s to get one answered a registration 503 in CI. Tests of the
             // deadline itself set their own (`OutageTests`).

@@ -14,8 +14,6 @@ package enum LowPriorityThread {
         if pthread_getspecific(key.value) == nil {
             // On Linux the nice value is per thread, and `who == 0` names the calling thread.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-            // A short slice (`ThreadSlices`) would let a waking hash take a core first.
-            ThreadSlices.restoreDefault()
             pthread_setspecific(key.value, UnsafeRawPointer(bitPattern: 1))
         }
         #endif
