@@ -180,10 +180,11 @@ struct EventsCommand: AsyncParsableCommand {
 
     @Option(help: "Idle streams on one process (five per account).") var streams = 10_000
     @Option(help: "Rounds of each latency phase.") var rounds = 20
+    @Option(help: "Users in the latency phases, five streams each.") var users = 200
     @Option(help: "Port for the first server under test (the second takes the next).") var port = 18_080
 
     func run() async throws {
-        try await EventsBenchmark(idleStreams: streams, rounds: rounds, port: port).run()
+        try await EventsBenchmark(idleStreams: streams, rounds: rounds, port: port, users: users).run()
     }
 }
 

@@ -18,7 +18,8 @@ struct EventsBenchmark {
     let rounds: Int
     let port: Int
 
-    static let group = 200
+    /// Users whose five streams each the latency phases hold (200: 1,000 streams).
+    var users = 200
     static let logger = Logger(label: "bench")
 
     func run() async throws {
@@ -33,11 +34,11 @@ struct EventsBenchmark {
         let b = try ServerUnderTest.start(port: port + 1)
         defer { b.stop() }
         FileHandle.standardOutput.write(Data("  servers: pid \(a.process.processIdentifier) on \(port), pid \(b.process.processIdentifier) on \(port + 1)\n".utf8))
-        let users = try signIn(max(idleStreams / 5, Self.group))
+        let users = try signIn(max(idleStreams / 5, self.users))
         let idle = idleStreams > 0 ? try idlePhase(a, users: users) : Idle(streams: 0, kibPerStream: .nan, cpuPercent: .nan)
         // On the other process, whose heap no stream has used yet.
         let keepAlive = idleStreams >= 2 ? try keepAlivePhase(b, port: port + 1, connections: idleStreams / 2) : (connections: 0, kib: .nan)
-        let group = Array(users.prefix(Self.group))
+        let group = Array(users.prefix(self.users))
         try preparePins(group)
         let pokes = try await pokePhase(a, group: group)
         let posts = try await postPhase(a, group: group)
@@ -115,7 +116,7 @@ struct EventsBenchmark {
 
     /// Five streams per user of the group, alternating between the processes; each round one
     /// statement changes every user's pin (200 notifications), timed from just before it.
-    func pokePhase(_ server: ServerUnderTest, group: [String]) async throws -> [Double] {
+    func pokePhase(_ server: ServerUnderTest, group: [String]) async throws -> [EventsFleet.Arrival] {
         let targets = group.flatMap { token in
             (0..<5).map { index in EventsFleet.Target(port: port + index % 2, path: "/v1/me/events", token: token) }
         }
@@ -124,7 +125,7 @@ struct EventsBenchmark {
         guard fleet.waitUntilOpen(timeout: 60) else { throw Shell.Failure(description: "not every stream opened") }
         let names = (0..<group.count).map { "bench_live\($0)" }
         return try await server.withClients { client, _ in
-            var latencies: [Double] = []
+            var latencies: [EventsFleet.Arrival] = []
             for round in 0..<rounds {
                 let before = fleet.counts
                 let committed = try await Self.committed(client, """
@@ -132,7 +133,7 @@ struct EventsBenchmark {
                     """)
                 let arrivals = fleet.arrivals(after: before, since: committed, timeout: 10)
                 latencies += arrivals
-                if let first = arrivals.min() { Self.firsts.withLock { $0.append(first) } }
+                if let first = arrivals.map(\.wire).min() { Self.firsts.withLock { $0.append(first) } }
             }
             return latencies
         }
@@ -144,7 +145,7 @@ struct EventsBenchmark {
     /// Five live feeds per user of the group around the group's place, over both processes;
     /// each round the first user's post is committed there by the bench's own client, timed
     /// from just before its COMMIT.
-    func postPhase(_ server: ServerUnderTest, group: [String]) async throws -> [Double] {
+    func postPhase(_ server: ServerUnderTest, group: [String]) async throws -> [EventsFleet.Arrival] {
         let path = "/v1/posts/live?latitude=45.0&longitude=7.6&radius_km=50"
         let targets = group.flatMap { token in (0..<5).map { index in EventsFleet.Target(port: port + index % 2, path: path, token: token) } }
         let fleet = try EventsFleet(targets, watch: "post")
@@ -152,7 +153,7 @@ struct EventsBenchmark {
         guard fleet.waitUntilOpen(timeout: 60) else { throw Shell.Failure(description: "not every feed opened") }
         let rounds = rounds
         return try await server.withClients { client, _ in
-            var latencies: [Double] = []
+            var latencies: [EventsFleet.Arrival] = []
             for round in 0..<rounds {
                 let before = fleet.counts
                 let committed = try await Self.committed(client, """
@@ -169,14 +170,14 @@ struct EventsBenchmark {
     /// Runs `write` in a transaction and answers the moment its COMMIT returned: the write is
     /// committed (and its notifications sent) by then. The COMMIT's own round trip, with its WAL
     /// flush, is recorded apart (`commits`).
-    static func committed(_ client: PostgresClient, _ write: PostgresQuery) async throws -> ContinuousClock.Instant {
+    static func committed(_ client: PostgresClient, _ write: PostgresQuery) async throws -> EventsFleet.Moment {
         try await client.withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
             try await connection.query(write, logger: logger)
             let sent = ContinuousClock.now
             try await connection.query("COMMIT", logger: logger)
-            let done = ContinuousClock.now
-            commits.withLock { $0.append((done - sent).milliseconds) }
+            let done = EventsFleet.Moment.now
+            commits.withLock { $0.append((done.seen - sent).milliseconds) }
             return done
         }
     }
@@ -189,24 +190,32 @@ struct EventsBenchmark {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
-    func report(idle: Idle, keepAlive: (connections: Int, kib: Double), pokes: [Double], posts: [Double]) {
-        let poke = Percentiles(pokes), post = Percentiles(posts), commit = Percentiles(Self.commits.withLock { $0 })
+    func report(idle: Idle, keepAlive: (connections: Int, kib: Double), pokes: [EventsFleet.Arrival], posts: [EventsFleet.Arrival]) {
+        // The goals are read on the wire (the kernel's arrival stamps); when the bench's one
+        // reader got to each stream is printed beside them.
+        let stamped = { (arrivals: [EventsFleet.Arrival]) in arrivals.map(\.wire).filter { !$0.isNaN } }
+        let poke = Percentiles(stamped(pokes)), post = Percentiles(stamped(posts)), commit = Percentiles(Self.commits.withLock { $0 })
+        let pokeRead = Percentiles(pokes.map(\.read)), postRead = Percentiles(posts.map(\.read))
         let first = Percentiles(Self.firsts.withLock { $0 })
-        let expected = rounds * Self.group * 5
+        let expected = rounds * users * 5
+        let pokesOK = stamped(pokes).count == expected, postsOK = stamped(posts).count == expected
         func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
+        func ms(_ value: Double) -> String { String(format: "%.2f", value) }
         print("""
 
             events: live streams, two processes on one database
               idle streams              \(idle.streams) on one process: \(String(format: "%.1f", idle.kibPerStream)) KiB RSS each \
             (goal ≤ 20) \(verdict(idle.kibPerStream <= 20)); idle CPU \(String(format: "%.2f", idle.cpuPercent)) % of a core
               idle keep-alive           \(String(format: "%.1f", keepAlive.kib)) KiB RSS each, after one GET /health/live (the other process)
-              commit → sync event       p50 \(String(format: "%.2f", poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5)), \
-            p99 \(String(format: "%.2f", poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(pokes.count) of \(expected) events
-              first stream of a round   p50 \(String(format: "%.2f", first.p50)) ms, p99 \(String(format: "%.2f", first.p99)) ms
-              COMMIT round trip         p50 \(String(format: "%.2f", commit.p50)) ms, p99 \(String(format: "%.2f", commit.p99)) ms \
+              commit → sync on the wire p50 \(ms(poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5 && pokesOK)), \
+            p99 \(ms(poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(stamped(pokes).count) of \(expected) events stamped
+                read by the bench       p50 \(ms(pokeRead.p50)) ms, p99 \(ms(pokeRead.p99)) ms (\(pokes.count) events)
+              first stream of a round   p50 \(ms(first.p50)) ms, p99 \(ms(first.p99)) ms (on the wire)
+              COMMIT round trip         p50 \(ms(commit.p50)) ms, p99 \(ms(commit.p99)) ms \
             (with its WAL flush; the latencies above and below start once it has returned)
-              post → live feed event    p99 \(String(format: "%.2f", post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100)), \
-            p50 \(String(format: "%.2f", post.p50)) ms; \(posts.count) of \(expected) events
+              post → feed on the wire   p99 \(ms(post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100 && postsOK)), \
+            p50 \(ms(post.p50)) ms; \(stamped(posts).count) of \(expected) events stamped
+                read by the bench       p50 \(ms(postRead.p50)) ms, p99 \(ms(postRead.p99)) ms (\(posts.count) events)
             """)
         let idleRows = idle.streams == 0 ? [] : [
             ResultRow("RSS per idle stream (\(idle.streams) streams)", idle.kibPerStream, "KiB", reference: "goal 20 KiB",
@@ -216,10 +225,10 @@ struct EventsBenchmark {
         ]
         BenchResults.save("events", idleRows + [
             ResultRow("commit to sync event p50 (1,000 streams, 2 processes)", poke.p50, "ms", reference: "goal 5 ms", goal: "<= 5 ms",
-                      met: poke.p50 <= 5 && pokes.count == expected),
+                      met: poke.p50 <= 5 && pokesOK),
             ResultRow("commit to sync event p99", poke.p99, "ms", reference: "goal 50 ms", goal: "<= 50 ms", met: poke.p99 <= 50),
             ResultRow("post to live feed event p99 (1,000 feeds)", post.p99, "ms", reference: "goal 100 ms", goal: "<= 100 ms",
-                      met: post.p99 <= 100 && posts.count == expected),
+                      met: post.p99 <= 100 && postsOK),
         ])
     }
 }

@@ -16,8 +16,9 @@ final class EventsFleet: @unchecked Sendable {
     }
 
     private var fds: [Int32] = []
-    /// Per stream: the latest arrival of the watched event, and a running count of them.
-    private let heard: Mutex<(at: [ContinuousClock.Instant?], count: [Int], answered: [Bool])>
+    /// Per stream: the latest arrival of the watched event (when the reader saw it, and when the
+    /// kernel received it: `Moment`), and a running count of them.
+    private let heard: Mutex<(at: [Moment?], count: [Int], answered: [Bool])>
     private let watched: [UInt8]
     private let stop = Atomic(false)
     private var reader: Thread?
@@ -70,9 +71,25 @@ final class EventsFleet: @unchecked Sendable {
         return false
     }
 
+    /// An instant on both clocks a latency is read with: the reader's, and the realtime clock
+    /// of the kernel's arrival stamps.
+    struct Moment {
+        let seen: ContinuousClock.Instant
+        let realtimeNanoseconds: Int64
+
+        static var now: Moment { Moment(seen: .now, realtimeNanoseconds: bench_realtime_ns()) }
+    }
+
+    /// One stream's latency in milliseconds: until its bytes reached its socket (`wire`, the
+    /// kernel's stamp), and until this process's reader, which serves every stream, read them.
+    struct Arrival {
+        let wire: Double
+        let read: Double
+    }
+
     /// Waits until every stream's count passes `before` (or `timeout` seconds pass); then each
-    /// stream's latest arrival, in milliseconds after `since`.
-    func arrivals(after before: [Int], since: ContinuousClock.Instant, timeout: Double) -> [Double] {
+    /// stream's latest arrival after `since`.
+    func arrivals(after before: [Int], since: Moment, timeout: Double) -> [Arrival] {
         let end = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         while ContinuousClock.now < end {
             let done = heard.withLock { state in zip(state.count, before).allSatisfy { $0 > $1 } }
@@ -82,7 +99,11 @@ final class EventsFleet: @unchecked Sendable {
         return heard.withLock { state in
             zip(state.at, zip(state.count, before)).compactMap { at, counts in
                 // An event may beat the COMMIT's answer to this process: that is no wait at all.
-                counts.0 > counts.1 ? at.map { max(0, ($0 - since).milliseconds) } : nil
+                guard counts.0 > counts.1, let at else { return nil }
+                // No stamp (the kernel gave none): no wire figure, and the report says so.
+                let wire = at.realtimeNanoseconds == 0 ? Double.nan : max(0, Double(at.realtimeNanoseconds - since.realtimeNanoseconds) / 1e6)
+                return Arrival(wire: wire,
+                               read: max(0, (at.seen - since.seen).milliseconds))
             }
         }
     }
@@ -101,6 +122,10 @@ final class EventsFleet: @unchecked Sendable {
     static func connect(port: Int, sending request: String) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Shell.Failure(description: "socket() failed: errno \(errno)") }
+        guard bench_stamp_arrivals(fd) == 0 else {
+            Glibc.close(fd)
+            throw Shell.Failure(description: "SO_TIMESTAMPNS refused: errno \(errno)")
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -137,45 +162,67 @@ final class EventsFleet: @unchecked Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 512)
         var buffer = [UInt8](repeating: 0, count: 65536)
         var answered = [Bool](repeating: false, count: fds.count)
-        // The last bytes of each stream's previous read: a marker may straddle two reads.
-        var carry = [[UInt8]](repeating: [], count: fds.count)
+        // How much of the marker each stream's bytes end with: a marker may straddle two reads.
+        var matched = [Int](repeating: 0, count: fds.count)
+        let marker = Marker(watched)
         while !stop.load(ordering: .relaxed) {
             let ready = Int(epoll_wait(epoll, &events, Int32(events.count), 100))
             guard ready > 0 else { continue }
             let now = ContinuousClock.now
             for slot in 0..<ready {
+                // One read per wake-up, without allocating: the reader's cost per event is CPU
+                // the servers on this machine do not get (epoll wakes again for what is left).
                 let index = Int(events[slot].data.u64)
-                while true {
-                    let count = buffer.withUnsafeMutableBytes { recv(fds[index], $0.baseAddress, $0.count, 0) }
-                    guard count > 0 else {
-                        // Closed by the server, or broken: wait on it no more (it would wake every wait).
-                        if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil) }
-                        break
-                    }
-                    if !answered[index] {
-                        answered[index] = true
-                        heard.withLock { $0.answered[index] = true }
-                    }
-                    let window = carry[index] + buffer.prefix(count)
-                    carry[index] = Array(window.suffix(watched.count - 1))
-                    let seen = Self.occurrences(of: watched, in: window[...])
-                    if seen > 0 { heard.withLock { $0.at[index] = now; $0.count[index] += seen } }
+                var arrived: Int64 = 0
+                let count = buffer.withUnsafeMutableBytes { bench_recv_stamped(fds[index], $0.baseAddress, UInt($0.count), &arrived) }
+                guard count > 0 else {
+                    // Closed by the server, or broken: wait on it no more (it would wake every wait).
+                    if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil) }
+                    continue
+                }
+                if !answered[index] {
+                    answered[index] = true
+                    heard.withLock { $0.answered[index] = true }
+                }
+                let seen = buffer.withUnsafeBufferPointer { marker.count(in: UnsafeBufferPointer(rebasing: $0.prefix(count)), matched: &matched[index]) }
+                if seen > 0 {
+                    let at = Moment(seen: now, realtimeNanoseconds: arrived)
+                    heard.withLock { $0.at[index] = at; $0.count[index] += seen }
                 }
             }
         }
     }
+}
 
-    private static func occurrences(of marker: [UInt8], in bytes: ArraySlice<UInt8>) -> Int {
-        guard bytes.count >= marker.count, let first = marker.first else { return 0 }
+/// A byte string found in a stream read piece by piece (Knuth–Morris–Pratt: a partial match
+/// carries over to the next piece, and no byte is looked at twice).
+struct Marker {
+    let bytes: [UInt8]
+    /// For each length matched, the longest proper prefix that is also a suffix of it.
+    let fallback: [Int]
+
+    init(_ bytes: [UInt8]) {
+        precondition(!bytes.isEmpty)
+        self.bytes = bytes
+        var fallback = [0, 0]
+        var length = 0
+        for index in 1..<bytes.count {
+            while length > 0, bytes[index] != bytes[length] { length = fallback[length] }
+            if bytes[index] == bytes[length] { length += 1 }
+            fallback.append(length)
+        }
+        self.fallback = fallback
+    }
+
+    /// Occurrences completed in `piece`, given `matched` bytes of the marker matched before it.
+    func count(in piece: UnsafeBufferPointer<UInt8>, matched: inout Int) -> Int {
         var found = 0
-        var index = bytes.startIndex
-        let last = bytes.endIndex - marker.count
-        while index <= last {
-            if bytes[index] == first, bytes[index..<(index + marker.count)].elementsEqual(marker) {
+        for byte in piece {
+            while matched > 0, bytes[matched] != byte { matched = fallback[matched] }
+            if bytes[matched] == byte { matched += 1 }
+            if matched == bytes.count {
                 found += 1
-                index += marker.count
-            } else {
-                index += 1
+                matched = fallback[matched]
             }
         }
         return found
