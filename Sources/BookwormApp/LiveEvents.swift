@@ -87,7 +87,7 @@ struct LiveEvents: Service {
         if batch.resync {
             // Every stream pulls now, which covers whatever was waiting for the horizon too.
             pending = [:]
-            for stream in streams.all { stream.send(.resync) }
+            LiveStreams.send(.resync, to: streams.all)
             await recheckSessions(of: nil)
         }
         var sessionUsers: Set<UUID> = [], postIDs: [UUID] = []
@@ -117,7 +117,7 @@ struct LiveEvents: Service {
             } catch {
                 // Only the live feeds missed something: they page the ordinary feed again.
                 logger.warning("live events: posts could not be sent", metadata: ["error": .string("\(error)")])
-                for stream in streams.postStreams { stream.send(.resync) }
+                LiveStreams.send(.resync, to: streams.postStreams)
             }
         }
         if !pending.isEmpty { try await poke(&pending) }
@@ -125,7 +125,7 @@ struct LiveEvents: Service {
 
     private func tell(_ notice: LiveNotice) {
         let data = ServerSentEvent.json(["id": notice.objectID.apiString, "kind": notice.kind])
-        for stream in streams.mine(of: notice.userID) { stream.send(ServerSentEvent(event: notice.event, data: data)) }
+        LiveStreams.send(ServerSentEvent(event: notice.event, data: data), to: streams.mine(of: notice.userID))
     }
 
     /// Pokes the users whose changes the sync horizon has passed; the others wait for it (an
@@ -134,10 +134,12 @@ struct LiveEvents: Service {
         let position = try await sync.position()
         let token = position.encoded
         let event = ServerSentEvent(event: "sync", id: token, data: ServerSentEvent.json(["token": token]))
+        var poked: [LiveStream] = []
         for (user, xid) in pending where xid < position.xid {
             pending[user] = nil
-            for stream in streams.mine(of: user) { stream.send(event) }
+            poked += streams.mine(of: user)
         }
+        LiveStreams.send(event, to: poked)
     }
 
     /// Each new post to the live feeds whose circle holds it, but not to a viewer on either
@@ -154,12 +156,13 @@ struct LiveEvents: Service {
             guard !seen.isEmpty else { continue }
             let blocked = try await posts.blocked(author: post.authorID, viewers: Array(Set(seen.map(\.0.userID))))
             // Viewers differ only in the distance, shown to 0.1 km: one event per distance shown.
-            var events: [Double: ServerSentEvent] = [:]
+            var events: [Double: ServerSentEvent] = [:], deliveries: [(LiveStream, ServerSentEvent)] = []
             for (stream, (shown, view)) in seen where !blocked.contains(stream.userID) {
                 let event = try events[shown] ?? ServerSentEvent(event: "post", data: String(decoding: JSONEncoder.api.encode(view), as: UTF8.self))
                 events[shown] = event
-                stream.send(event)
+                deliveries.append((stream, event))
             }
+            LiveStreams.send(deliveries)
         }
     }
 

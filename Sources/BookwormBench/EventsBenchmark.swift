@@ -40,8 +40,10 @@ struct EventsBenchmark {
         let keepAlive = idleStreams >= 2 ? try keepAlivePhase(b, port: port + 1, connections: idleStreams / 2) : (connections: 0, kib: .nan)
         let group = Array(users.prefix(self.users))
         try preparePins(group)
-        let pokes = try await pokePhase(a, group: group)
-        let posts = try await postPhase(a, group: group)
+        let pids = [a.process.processIdentifier, b.process.processIdentifier]
+        let serverCPU: @Sendable () -> Double = { pids.reduce(0) { $0 + ProcessCPU.seconds($1, reaped: false) } }
+        let pokes = try await pokePhase(a, group: group, cpu: serverCPU)
+        let posts = try await postPhase(a, group: group, cpu: serverCPU)
         report(idle: idle, keepAlive: keepAlive, pokes: pokes, posts: posts)
     }
 
@@ -116,7 +118,7 @@ struct EventsBenchmark {
 
     /// Five streams per user of the group, alternating between the processes; each round one
     /// statement changes every user's pin (200 notifications), timed from just before it.
-    func pokePhase(_ server: ServerUnderTest, group: [String]) async throws -> [EventsFleet.Arrival] {
+    func pokePhase(_ server: ServerUnderTest, group: [String], cpu: @escaping @Sendable () -> Double) async throws -> Phase {
         let targets = group.flatMap { token in
             (0..<5).map { index in EventsFleet.Target(port: port + index % 2, path: "/v1/me/events", token: token) }
         }
@@ -126,6 +128,7 @@ struct EventsBenchmark {
         let names = (0..<group.count).map { "bench_live\($0)" }
         return try await server.withClients { client, _ in
             var latencies: [EventsFleet.Arrival] = []
+            let cpuBefore = cpu()
             for round in 0..<rounds {
                 let before = fleet.counts
                 let committed = try await Self.committed(client, """
@@ -135,8 +138,17 @@ struct EventsBenchmark {
                 latencies += arrivals
                 if let first = arrivals.map(\.wire).min() { Self.firsts.withLock { $0.append(first) } }
             }
-            return latencies
+            return Phase(arrivals: latencies, serverCPU: cpu() - cpuBefore)
         }
+    }
+
+    /// A latency phase: every stream's arrivals, and the CPU both servers spent in its rounds.
+    struct Phase {
+        let arrivals: [EventsFleet.Arrival]
+        let serverCPU: Double
+
+        /// Microseconds of server CPU per event, the notification and horizon check included.
+        var cpuPerEvent: Double { serverCPU / Double(max(arrivals.count, 1)) * 1e6 }
     }
 
     /// Per poke round, when the first of its streams heard: the floor under the fan-out.
@@ -145,7 +157,7 @@ struct EventsBenchmark {
     /// Five live feeds per user of the group around the group's place, over both processes;
     /// each round the first user's post is committed there by the bench's own client, timed
     /// from just before its COMMIT.
-    func postPhase(_ server: ServerUnderTest, group: [String]) async throws -> [EventsFleet.Arrival] {
+    func postPhase(_ server: ServerUnderTest, group: [String], cpu: @escaping @Sendable () -> Double) async throws -> Phase {
         let path = "/v1/posts/live?latitude=45.0&longitude=7.6&radius_km=50"
         let targets = group.flatMap { token in (0..<5).map { index in EventsFleet.Target(port: port + index % 2, path: path, token: token) } }
         let fleet = try EventsFleet(targets, watch: "post")
@@ -154,6 +166,7 @@ struct EventsBenchmark {
         let rounds = rounds
         return try await server.withClients { client, _ in
             var latencies: [EventsFleet.Arrival] = []
+            let cpuBefore = cpu()
             for round in 0..<rounds {
                 let before = fleet.counts
                 let committed = try await Self.committed(client, """
@@ -163,7 +176,7 @@ struct EventsBenchmark {
                     """)
                 latencies += fleet.arrivals(after: before, since: committed, timeout: 10)
             }
-            return latencies
+            return Phase(arrivals: latencies, serverCPU: cpu() - cpuBefore)
         }
     }
 
@@ -190,7 +203,8 @@ struct EventsBenchmark {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
-    func report(idle: Idle, keepAlive: (connections: Int, kib: Double), pokes: [EventsFleet.Arrival], posts: [EventsFleet.Arrival]) {
+    func report(idle: Idle, keepAlive: (connections: Int, kib: Double), pokes pokePhase: Phase, posts postPhase: Phase) {
+        let pokes = pokePhase.arrivals, posts = postPhase.arrivals
         // The goals are read on the wire (the kernel's arrival stamps); when the bench's one
         // reader got to each stream is printed beside them.
         let stamped = { (arrivals: [EventsFleet.Arrival]) in arrivals.map(\.wire).filter { !$0.isNaN } }
@@ -210,12 +224,14 @@ struct EventsBenchmark {
               commit → sync on the wire p50 \(ms(poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5 && pokesOK)), \
             p99 \(ms(poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(stamped(pokes).count) of \(expected) events stamped
                 read by the bench       p50 \(ms(pokeRead.p50)) ms, p99 \(ms(pokeRead.p99)) ms (\(pokes.count) events)
+                server CPU per event    \(String(format: "%.1f", pokePhase.cpuPerEvent)) µs (both processes, over the rounds)
               first stream of a round   p50 \(ms(first.p50)) ms, p99 \(ms(first.p99)) ms (on the wire)
               COMMIT round trip         p50 \(ms(commit.p50)) ms, p99 \(ms(commit.p99)) ms \
             (with its WAL flush; the latencies above and below start once it has returned)
               post → feed on the wire   p99 \(ms(post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100 && postsOK)), \
             p50 \(ms(post.p50)) ms; \(stamped(posts).count) of \(expected) events stamped
                 read by the bench       p50 \(ms(postRead.p50)) ms, p99 \(ms(postRead.p99)) ms (\(posts.count) events)
+                server CPU per event    \(String(format: "%.1f", postPhase.cpuPerEvent)) µs
             """)
         let idleRows = idle.streams == 0 ? [] : [
             ResultRow("RSS per idle stream (\(idle.streams) streams)", idle.kibPerStream, "KiB", reference: "goal 20 KiB",

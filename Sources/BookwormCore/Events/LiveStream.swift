@@ -1,13 +1,18 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import ServiceLifecycle
 import Synchronization
 
-/// One Server-Sent Events response held open: what the process has to tell its client waits
-/// here until the response's task writes it. The queue has a fixed budget: a client that stops
-/// reading fills its socket, then this queue, and is dropped rather than buffered for.
+/// One Server-Sent Events response held open. Its events are written straight into its
+/// connection's pipeline on the connection's event loop (`LiveStreamWriter`), and a fan-out
+/// hands each loop its streams' events in one go (`LiveStreams.send`): an event handed to the
+/// response's task instead cost each stream a task switch and an async writer's hand-over on
+/// top of the write. The response's task writes the head, waits for the stream to end, and
+/// writes the end. Writes have a fixed budget: a client that stops reading fills its socket,
+/// then the channel's buffer, and is dropped rather than buffered for.
 package final class LiveStream: Sendable {
     package enum Topic: Sendable {
         /// `GET /v1/me/events`: the user's own changes and notices.
@@ -20,24 +25,10 @@ package final class LiveStream: Sendable {
     package let userID: UUID
     package let sessionID: UUID
     package let topic: Topic
-    /// Bytes queued while a write has waited on the client's socket for `stall`: past it, the
-    /// client is not reading and the stream is closed. A burst larger than this to a client
-    /// that reads is kept, up to `cap`, whatever happens.
-    static let budget = 64 * 1024
-    static let cap = 256 * 1024
-    static let stall = Duration.seconds(1)
-
-    private struct State {
-        var queued: [ByteBuffer] = []
-        var queuedBytes = 0
-        var closed = false
-        var waiter: CheckedContinuation<Void, Never>?
-        /// When the response's task began a write that has not finished.
-        var writingSince: ContinuousClock.Instant?
-    }
-
-    private let state = Mutex(State())
+    let loop: any EventLoop
     private let channel: any Channel
+    private let writer: NIOLoopBoundBox<LiveStreamWriter>
+    private let end: StreamEnd
 
     init(id: UInt64, userID: UUID, sessionID: UUID, topic: Topic, channel: any Channel) {
         self.id = id
@@ -45,106 +36,115 @@ package final class LiveStream: Sendable {
         self.sessionID = sessionID
         self.topic = topic
         self.channel = channel
+        loop = channel.eventLoop
+        let end = StreamEnd()
+        self.end = end
+        writer = .makeBoxSendingValue(LiveStreamWriter(end: end, channel: channel), as: LiveStreamWriter.self, eventLoop: channel.eventLoop)
     }
 
-    /// Queues `event`; false when the stream is closed, or closed now for being over its budget.
-    @discardableResult
-    package func send(_ event: ServerSentEvent) -> Bool {
-        enqueue(event.bytes, thenClose: false)
+    /// Puts the stream's writer into its connection's pipeline, before Hummingbird's connection
+    /// handlers (an event's write and flush skip two handlers a body part means nothing to);
+    /// what is sent before then waits in it.
+    func attach() async throws {
+        let (writer, channel) = (writer, channel)
+        try await loop.submit {
+            let pipeline = channel.pipeline.syncOperations
+            let state = try? pipeline.handler(type: HTTPConnectionStateHandler.self)
+            try pipeline.addHandler(writer.value, position: state.map { .before($0) } ?? .last)
+        }.get()
+    }
+
+    /// Writes `event` (on the stream's loop).
+    package func send(_ event: ServerSentEvent) {
+        onLoop { $0.send(event.bytes) }
+    }
+
+    /// Writes `bytes`; on the stream's loop only (`LiveStreams.send` hops there for many).
+    func sendOnLoop(_ bytes: ByteBuffer) {
+        writer.value.send(bytes)
     }
 
     /// Sends `last` (if any) and ends the response after it.
     package func close(with last: ServerSentEvent? = nil) {
-        enqueue(last?.bytes, thenClose: true)
+        onLoop { writer in
+            if let last { writer.send(last.bytes) }
+            writer.finish()
+        }
     }
 
-    var isClosed: Bool { state.withLock { $0.closed } }
-
-    /// A write waiting on the client's socket for longer than `limit`.
-    func isStalled(now: ContinuousClock.Instant, limit: Duration) -> Bool {
-        state.withLock { state in state.writingSince.map { now - $0 > limit } ?? false }
-    }
-
-    /// Ends the connection at once: a write stuck on a full socket fails, and the response's task ends.
+    /// Ends the connection at once: the response's task ends, and its end fails.
     func drop() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.closed = true
-            state.queued = []
-            state.queuedBytes = 0
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-        channel.close(promise: nil)
+        onLoop { $0.drop() }
     }
 
-    private func enqueue(_ bytes: ByteBuffer?, thenClose: Bool) -> Bool {
-        var overBudget = false
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.closed else { return nil }
-            if let bytes {
-                state.queued.append(bytes)
-                state.queuedBytes += bytes.readableBytes
-            }
-            let stalled = state.writingSince.map { ContinuousClock.now - $0 > Self.stall } ?? false
-            if state.queuedBytes > Self.cap || (state.queuedBytes > Self.budget && stalled) {
-                overBudget = true
-                return nil
-            }
-            if thenClose { state.closed = true }
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        if overBudget {
-            drop()
-            return false
-        }
-        waiter?.resume()
-        return !thenClose || bytes != nil
-    }
-
-    /// What is queued, waiting for something if nothing is; nil once closed and written out.
-    private func next() async -> [ByteBuffer]? {
-        while true {
-            let taken = state.withLock { state -> (buffers: [ByteBuffer], closed: Bool) in
-                defer {
-                    state.queued = []
-                    state.queuedBytes = 0
-                }
-                return (state.queued, state.closed)
-            }
-            if !taken.buffers.isEmpty { return taken.buffers }
-            if taken.closed { return nil }
-            await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> Bool in
-                    if !state.queued.isEmpty || state.closed { return true }
-                    state.waiter = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
+    /// Sends `comment`, or drops the stream (and calls `dropped`) when its client has not read for `limit`.
+    func beat(_ comment: ServerSentEvent, limit: Duration, dropped: @escaping @Sendable () -> Void) {
+        onLoop { writer in
+            if writer.isStalled(limit: limit) {
+                writer.drop()
+                dropped()
+            } else {
+                writer.send(comment.bytes)
             }
         }
     }
 
-    /// The response's body: everything queued, as it comes, until the stream closes or the
-    /// client goes. The server's graceful shutdown ends it with `bye` (at once when the client
-    /// is not reading: a `bye` queued behind a full socket would hold the shutdown up), and a
-    /// cancelled task ends it too.
-    func write(to writer: inout any ResponseBodyWriter) async throws {
-        try await withTaskCancellationHandler {
-            try await withGracefulShutdownHandler {
-                while let buffers = await next() {
-                    state.withLock { $0.writingSince = .now }
-                    try await writer.write(contentsOf: buffers)
-                    state.withLock { $0.writingSince = nil }
-                }
-                try await writer.finish(nil)
+    /// Runs `body` with the writer, on the loop (at once when already there). Ours, on a stream
+    /// of ours: the loop's precondition holds.
+    func onLoop(_ body: @escaping @Sendable (LiveStreamWriter) -> Void) {
+        let writer = writer
+        if loop.inEventLoop {
+            body(writer.value)
+        } else {
+            loop.execute { body(writer.value) }
+        }
+    }
+
+    /// The response's body: writes what waited for the head, then waits until the stream
+    /// ends. The server's graceful shutdown ends it with `bye` (at once when the client is not
+    /// reading: a `bye` behind a full socket would hold the shutdown up), and a cancelled task
+    /// ends it too.
+    func run() async {
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                onLoop { $0.start() }
+                await end.wait()
             } onGracefulShutdown: { [weak self] in
-                guard let self else { return }
-                if state.withLock({ $0.writingSince != nil }) { drop() } else { close(with: .bye) }
+                self?.onLoop { writer in
+                    if writer.isStalled(limit: .zero) {
+                        writer.drop()
+                    } else {
+                        writer.send(ServerSentEvent.bye.bytes)
+                        writer.finish()
+                    }
+                }
             }
         } onCancel: { [weak self] in
             self?.drop()
+        }
+    }
+}
+
+/// When a stream has ended, for the response's task that waits for it.
+final class StreamEnd: Sendable {
+    private let state = Mutex<(ended: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.ended = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let ended = state.withLock { state -> Bool in
+                if !state.ended { state.waiter = continuation }
+                return state.ended
+            }
+            if ended { continuation.resume() }
         }
     }
 }

@@ -63,6 +63,7 @@ package final class LiveStreams: Sendable {
     func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) async throws -> LiveStream {
         let stream = try register(userID: userID, sessionID: sessionID, topic: topic, context: context)
         do {
+            try await stream.attach()
             guard try await sessionIsLive(userID, sessionID) else {
                 throw AppError.unauthorized(code: "invalid_token", detail: "The token is unknown, expired or revoked")
             }
@@ -71,6 +72,25 @@ package final class LiveStreams: Sendable {
             throw error
         }
         return stream
+    }
+
+    /// Sends each event to its stream: one hop to each event loop with all of its streams'
+    /// events, not one per stream.
+    package static func send(_ deliveries: some Sequence<(LiveStream, ServerSentEvent)>) {
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, items: [(LiveStream, ServerSentEvent)])] = [:]
+        for (stream, event) in deliveries {
+            byLoop[ObjectIdentifier(stream.loop), default: (stream.loop, [])].items.append((stream, event))
+        }
+        for (loop, items) in byLoop.values {
+            loop.execute {
+                for (stream, event) in items { stream.sendOnLoop(event.bytes) }
+            }
+        }
+    }
+
+    /// Sends `event` to every stream of `streams`.
+    package static func send(_ event: ServerSentEvent, to streams: [LiveStream]) {
+        send(streams.lazy.map { ($0, event) })
     }
 
     private func register(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) throws -> LiveStream {
@@ -145,10 +165,12 @@ package final class LiveStreams: Sendable {
     ]
 
     /// The response for `stream`: `text/event-stream`, never cached or buffered by a proxy.
+    /// Its events are written by the stream; the body only waits for its end.
     func response(_ stream: LiveStream) -> Response {
         Response(status: .ok, headers: Self.headers, body: ResponseBody { [self] writer in
             defer { remove(stream) }
-            try await stream.write(to: &writer)
+            await stream.run()
+            try await writer.finish(nil)
         })
     }
 }
@@ -176,13 +198,9 @@ package struct LiveHeartbeat: Service {
     }
 
     private func beat(_ comment: ServerSentEvent, limit interval: Duration) async {
-        let now = ContinuousClock.now
         for stream in streams.all {
-            if stream.isStalled(now: now, limit: interval) {
+            stream.beat(comment, limit: interval) { [logger] in
                 logger.info("live stream dropped: its client stopped reading", metadata: ["user_id": "\(stream.userID)"])
-                stream.drop()
-            } else {
-                stream.send(comment)
             }
         }
         await recheck()

@@ -1,0 +1,103 @@
+import NIOCore
+import NIOHTTPTypes
+
+/// A live stream's place at the end of its connection's pipeline, used on the connection's
+/// event loop only: its events go from here through Hummingbird's handlers and the HTTP/1.1
+/// encoder to the socket, after the response's head (which the response's task writes, before
+/// `start`) and before its end (which the task writes once `end` is signalled).
+final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+
+    /// Bytes written while the channel holds more than its high-water mark (its client is not
+    /// keeping up): past `budget` once that has lasted `stall`, or past `cap` whatever happens,
+    /// the stream is dropped. A burst to a client that reads drains meanwhile.
+    static let budget = 64 * 1024
+    static let cap = 256 * 1024
+    static let stall = TimeAmount.seconds(1)
+
+    private let end: StreamEnd
+    private let channel: any Channel
+    private var context: ChannelHandlerContext?
+    /// What was sent before the head went out.
+    private var waiting: [ByteBuffer] = []
+    private var waitingBytes = 0
+    private var started = false
+    /// Nothing more is written: the stream was closed or dropped.
+    private var finished = false
+    private var unwritableSince: NIODeadline?
+    private var unwritableBytes = 0
+
+    init(end: StreamEnd, channel: any Channel) {
+        self.end = end
+        self.channel = channel
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableSince = nil
+            unwritableBytes = 0
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func send(_ bytes: ByteBuffer) {
+        guard !finished else { return }
+        guard started, let context else {
+            waiting.append(bytes)
+            waitingBytes += bytes.readableBytes
+            if waitingBytes > Self.cap { drop() }
+            return
+        }
+        write(bytes, context)
+    }
+
+    /// The response's head has gone: what waited goes after it (also when the stream was
+    /// closed meanwhile: its last event is among them).
+    func start() {
+        guard !started else { return }
+        started = true
+        let waiting = waiting
+        self.waiting = []
+        waitingBytes = 0
+        guard let context else { return }
+        for bytes in waiting { write(bytes, context) }
+    }
+
+    /// Nothing more goes out; the response's task writes the end.
+    func finish() {
+        finished = true
+        end.signal()
+    }
+
+    /// Ends the connection at once.
+    func drop() {
+        finished = true
+        waiting = []
+        end.signal()
+        channel.close(promise: nil)
+    }
+
+    /// Whether the client has kept the channel over its high-water mark for longer than `limit`.
+    func isStalled(limit: Duration) -> Bool {
+        unwritableSince.map { NIODeadline.now() - $0 >= TimeAmount(limit) } ?? false
+    }
+
+    private func write(_ bytes: ByteBuffer, _ context: ChannelHandlerContext) {
+        if !context.channel.isWritable {
+            let now = NIODeadline.now()
+            let since = unwritableSince ?? now
+            unwritableSince = since
+            unwritableBytes += bytes.readableBytes
+            if unwritableBytes > Self.cap || (unwritableBytes > Self.budget && now - since > Self.stall) { return drop() }
+        }
+        context.writeAndFlush(NIOAny(HTTPResponsePart.body(bytes)), promise: nil)
+    }
+}
