@@ -112,9 +112,20 @@ package struct JobRunner: Service {
     /// so the runner goes on instead of waiting for a wake-up.
     private func runBatch() async throws -> (claimed: Int, dueAgain: Bool) {
         if let batchHandler { return try await runTogether(batchHandler) }
-        let jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
+        var leasedAt = clock.now()
+        var jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
+        let claimed = jobs.count
         var dueAgain = false
-        for job in jobs {
+        while !jobs.isEmpty {
+            // The batch's jobs run one after another under one lease: one that would start past
+            // half of it renews the rest, and skips those another worker took once it ran out.
+            if clock.now().timeIntervalSince(leasedAt) > lease / 2 {
+                let held = try await store.renew(jobs.map(\.id), worker: id, lease: lease)
+                leasedAt = clock.now()
+                jobs.removeAll { !held.contains($0.id) }
+                continue
+            }
+            let job = jobs.removeFirst()
             guard let handler = handlers[job.kind] else { continue }
             Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", job.kind)]).increment()
             do {
@@ -129,7 +140,7 @@ package struct JobRunner: Service {
                 try await store.retry(job, worker: id, after: delay, error: String(reflecting: error))
             }
         }
-        return (jobs.count, dueAgain)
+        return (claimed, dueAgain)
     }
 
     /// Up to `batchesPerCall` batches of one kind, two at a time: the next batch is claimed as

@@ -79,6 +79,19 @@ package struct JobStore: Sendable {
         return jobs.sorted { $0.turn < $1.turn }.map(\.job)
     }
 
+    /// A fresh lease on those of `ids` this worker still holds; the ids it still holds. A job
+    /// whose lease ran out meanwhile may have been claimed (and run) by another worker.
+    func renew(_ ids: [UUID], worker: UUID, lease: TimeInterval) async throws -> Set<UUID> {
+        let rows = try await client.query("""
+            UPDATE jobs SET lease_until = \(clock.now()) + make_interval(secs => \(lease))
+            WHERE id = ANY(\(ids)) AND lease_owner = \(worker)
+            RETURNING id
+            """, logger: logger)
+        var held: Set<UUID> = []
+        for try await id in rows.decode(UUID.self) { held.insert(id) }
+        return held
+    }
+
     /// Only while this worker still holds the lease: a job it lost is someone else's now.
     func finish(_ job: ClaimedJob, worker: UUID, outcome: JobOutcome) async throws {
         switch outcome {
