@@ -164,7 +164,9 @@ let package = Package(
             path: "Tests/Support"
         ),
         // One test target per room.
-        .testTarget(name: "BookwormCoreTests", dependencies: testDependencies),
+        .testTarget(name: "BookwormCoreTests", dependencies: testDependencies + [
+            .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+        ]),
         .testTarget(name: "MailTests", dependencies: testDependencies),
         .testTarget(name: "AccountsTests", dependencies: testDependencies),
         .testTarget(name: "PlacesTests", dependencies: testDependencies),

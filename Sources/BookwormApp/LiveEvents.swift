@@ -240,8 +240,8 @@ final class LiveInbox: Sendable {
         }
         defer { timer?.cancel() }
         await waitForAny()
-        // At most `batchLimit` at a time, so that what one batch queues for a stream stays well
-        // within its budget while its writer, on the connection's event loop, drains it.
+        // At most `batchLimit` at a time, so that what one batch writes to a stream stays well
+        // within its budget however far behind its client is.
         return state.withLock { state in
             state.kicked = false
             let queued = state.batch.notifications

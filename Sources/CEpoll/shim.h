@@ -12,14 +12,14 @@ static inline int bench_stamp_arrivals(int fd) {
 /// `recv`, and in `arrived_ns` when the kernel received the last of the bytes read (realtime
 /// nanoseconds; 0 when it gave no stamp).
 static inline long bench_recv_stamped(int fd, void *buffer, unsigned long length, long long *arrived_ns) {
-    char control[CMSG_SPACE(sizeof(struct timespec))];
+    union { char bytes[CMSG_SPACE(sizeof(struct timespec))]; struct cmsghdr align; } control;
     struct iovec part = { buffer, length };
     struct msghdr message;
     memset(&message, 0, sizeof message);
     message.msg_iov = &part;
     message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof control.bytes;
     long count = recvmsg(fd, &message, 0);
     *arrived_ns = 0;
     if (count <= 0) return count;

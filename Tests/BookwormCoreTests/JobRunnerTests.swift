@@ -22,38 +22,62 @@ import Testing
         }
     }
 
-    /// Records each run; `first` and `second` each take 200 s of the clock (the lease is 300),
-    /// and `second` lets another worker run what is due meanwhile.
+    /// Records each run; each job named in `takes` moves the clock that far (the lease is 300 s),
+    /// and the one named `meanwhileIn` then lets another worker run what is due.
     struct Slow: JobHandler {
         let kind = "test.slow"
         let ran: Ran
         let clock: ManualClock
-        let meanwhile: (@Sendable () async throws -> Void)?
+        var takes: [String: TimeInterval] = [:]
+        var meanwhileIn = ""
+        var meanwhile: (@Sendable () async throws -> Void)?
         var recurringKey: String? { nil }
         func run(_ job: ClaimedJob) async throws -> JobOutcome {
             ran.kinds.withLock { $0.append(job.key) }
-            guard let meanwhile, job.key != "third" else { return .done }
-            clock.advance(by: 200)
-            if job.key == "second" { try await meanwhile() }
+            clock.advance(by: takes[job.key] ?? 0)
+            if job.key == meanwhileIn, let meanwhile { try await meanwhile() }
             return .done
         }
     }
 
-    @Test func aBatchThatOutlastsItsLeaseRunsNoJobAnotherWorkerTookMeanwhile() async throws {
+    static func queueThree(_ app: TestApp) async throws {
+        // Claimed in this order by one runner: by due time.
+        try await app.db.query("""
+            INSERT INTO jobs (kind, key, run_at) VALUES ('test.slow', 'first', '-infinity'),
+                ('test.slow', 'second', \(app.clock.now().addingTimeInterval(-2))), ('test.slow', 'third', \(app.clock.now().addingTimeInterval(-1)))
+            """)
+    }
+
+    @Test func aBatchSkipsTheJobsAnotherWorkerTookOnceTheirLeaseRanOut() async throws {
         try await withApp { app in
-            // Claimed in this order: by due time, all three at once by one runner.
-            try await app.db.query("""
-                INSERT INTO jobs (kind, key, run_at) VALUES ('test.slow', 'first', '-infinity'),
-                    ('test.slow', 'second', \(app.clock.now().addingTimeInterval(-2))), ('test.slow', 'third', \(app.clock.now().addingTimeInterval(-1)))
-                """)
+            try await Self.queueThree(app)
             let ran = Ran(), logger = Logger(label: "test-jobs")
-            let other = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, meanwhile: nil)], logger: logger, clock: app.clock)
+            let other = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock)], logger: logger, clock: app.clock)
             let tookMeanwhile = Mutex(0)
-            let runner = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, meanwhile: {
+            // The first job outlasts the whole lease: the other worker takes all three meanwhile.
+            let runner = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, takes: ["first": 350], meanwhileIn: "first") {
+                let took = try await other.runDue()
+                tookMeanwhile.withLock { $0 += took }
+            }], logger: logger, clock: app.clock)
+            #expect(try await runner.runDue() == 3)
+            #expect(tookMeanwhile.withLock { $0 } == 3)
+            // The first ran twice (it outlasted its lease); the first runner ran none of the others.
+            #expect(ran.kinds.withLock { $0 } == ["first", "first", "second", "third"])
+        }
+    }
+
+    @Test func aBatchThatOutlastsItsLeaseRenewsItSoNoOtherWorkerTakesItsJobs() async throws {
+        try await withApp { app in
+            try await Self.queueThree(app)
+            let ran = Ran(), logger = Logger(label: "test-jobs")
+            let other = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock)], logger: logger, clock: app.clock)
+            let tookMeanwhile = Mutex(0)
+            let slow = ["first": 200.0, "second": 200.0]
+            let runner = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, takes: slow, meanwhileIn: "second") {
                 // 400 s after the claim: the third job's first lease has run out.
                 let took = try await other.runDue()
                 tookMeanwhile.withLock { $0 += took }
-            })], logger: logger, clock: app.clock)
+            }], logger: logger, clock: app.clock)
             #expect(try await runner.runDue() == 3)
             // Renewed before the second began, the third was still the first runner's.
             #expect(tookMeanwhile.withLock { $0 } == 0)

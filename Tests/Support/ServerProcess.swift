@@ -27,7 +27,7 @@ final class ServerProcess: @unchecked Sendable {
         var environment = [
             // A small pool: a dozen of these run beside the in-process tests, and at the default
             // of 20 each they made most of the test cluster's load and connections.
-            "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "6", "BOOKWORM_DB_POOL_MIN": "0",
+            "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "6",
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
             // Stopping takes no drain unless a test asks for one (`DrainTests`).
             "BOOKWORM_SHUTDOWN_DRAIN_SECONDS": "0",

@@ -93,7 +93,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     /// an idle timer, a `Task.sleep`, each time it parks one of the others and cancels it at the
     /// next lease, and a cancelled `Task.sleep` keeps its memory until its deadline, a minute on
     /// (swiftlang/swift#60441): a server answering 4,300 queries a second grew from 73 to 203 MB
-    /// in 40 s, and answered 30 % fewer than with every connection kept open (flat at 75 MB).
+    /// in 40 s, and answered a quarter fewer than with every connection kept open (flat at 75 MB).
     /// `PoolMemoryTests` shows when that is no longer so. No keep-alive pings, for the same
     /// reason (a timer per park).
     package func clientConfiguration(poolSize: Int, keepOpen: Int? = nil, statementTimeout: Duration? = nil,

@@ -43,8 +43,9 @@ package final class LiveStream: Sendable {
     }
 
     /// Puts the stream's writer into its connection's pipeline, before Hummingbird's connection
-    /// handlers (an event's write and flush skip two handlers a body part means nothing to);
-    /// what is sent before then waits in it.
+    /// handlers (an event's write and flush skip two handlers a body part means nothing to; at
+    /// the end, should Hummingbird's pipeline change, it works as well, only slower); what is
+    /// sent before then waits in it.
     func attach() async throws {
         let (writer, channel) = (writer, channel)
         try await loop.submit {
@@ -72,20 +73,25 @@ package final class LiveStream: Sendable {
         }
     }
 
+    /// Takes the writer out of the connection's pipeline (its response has ended).
+    func leave() {
+        onLoop { $0.leave() }
+    }
+
     /// Ends the connection at once: the response's task ends, and its end fails.
     func drop() {
         onLoop { $0.drop() }
     }
 
-    /// Sends `comment`, or drops the stream (and calls `dropped`) when its client has not read for `limit`.
-    func beat(_ comment: ServerSentEvent, limit: Duration, dropped: @escaping @Sendable () -> Void) {
-        onLoop { writer in
-            if writer.isStalled(limit: limit) {
-                writer.drop()
-                dropped()
-            } else {
-                writer.send(comment.bytes)
-            }
+    /// Sends `comment`, or drops the stream (and calls `dropped`) when its client has not read
+    /// for `limit`; on the stream's loop only (`LiveStreams.onLoops`).
+    func beatOnLoop(_ comment: ServerSentEvent, limit: Duration, dropped: () -> Void) {
+        let writer = writer.value
+        if writer.isStalled(limit: limit) {
+            writer.drop()
+            dropped()
+        } else {
+            writer.send(comment.bytes)
         }
     }
 

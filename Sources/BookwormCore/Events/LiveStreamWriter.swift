@@ -1,10 +1,11 @@
 import NIOCore
 import NIOHTTPTypes
 
-/// A live stream's place at the end of its connection's pipeline, used on the connection's
-/// event loop only: its events go from here through Hummingbird's handlers and the HTTP/1.1
-/// encoder to the socket, after the response's head (which the response's task writes, before
-/// `start`) and before its end (which the task writes once `end` is signalled).
+/// A live stream's place in its connection's pipeline, just before Hummingbird's connection
+/// handlers, used on the connection's event loop only: its events go from here through the
+/// HTTP/1.1 codec and encoder to the socket, after the response's head (which the response's
+/// task writes, before `start`) and before its end (which the task writes once `end` is
+/// signalled). It leaves the pipeline with its response (`leave`).
 final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
 
@@ -40,10 +41,14 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.context = nil
     }
 
+    /// A client stalls from the moment its channel goes over the high-water mark, whether or not
+    /// anything is written after that.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             unwritableSince = nil
             unwritableBytes = 0
+        } else if unwritableSince == nil {
+            unwritableSince = .now()
         }
         context.fireChannelWritabilityChanged()
     }
@@ -68,7 +73,17 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.waiting = []
         waitingBytes = 0
         guard let context else { return }
-        for bytes in waiting { write(bytes, context) }
+        for bytes in waiting {
+            guard context.channel.isActive else { return }
+            write(bytes, context)
+        }
+    }
+
+    /// Takes the writer out of the pipeline once its response has ended: the connection may
+    /// serve other requests (a client's next stream, too).
+    func leave() {
+        guard let context else { return }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     /// Nothing more goes out; the response's task writes the end.

@@ -38,9 +38,6 @@ package final class LiveStreams: Sendable {
         self.sessionIsLive = sessionIsLive
     }
 
-    /// A new stream for the request's connection, registered before anything is read for it,
-    /// so no notification that arrives meanwhile is missed. It leaves the registry when its
-    /// connection closes, whether or not its response was ever written.
     /// The answer to a stream request: its headers alone for HEAD; else a stream opened for the
     /// signed-in caller, `first` sent on it (what happened before it registered), and its
     /// response. A stream whose `first` fails goes again, with the error.
@@ -58,8 +55,11 @@ package final class LiveStreams: Sendable {
         return response(stream)
     }
 
-    /// A session revoked just before its stream registered was told to no stream: it is
-    /// checked once more after registering (every revocation after that reaches the stream).
+    /// A new stream for the request's connection, registered before anything is read for it,
+    /// so no notification that arrives meanwhile is missed; it leaves the registry when its
+    /// connection closes, whether or not its response was ever written. A session revoked just
+    /// before it registered was told to no stream: it is checked once more after registering
+    /// (every revocation after that reaches the stream).
     func open(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) async throws -> LiveStream {
         let stream = try register(userID: userID, sessionID: sessionID, topic: topic, context: context)
         do {
@@ -76,21 +76,31 @@ package final class LiveStreams: Sendable {
 
     /// Sends each event to its stream: one hop to each event loop with all of its streams'
     /// events, not one per stream.
-    package static func send(_ deliveries: some Sequence<(LiveStream, ServerSentEvent)>) {
-        var byLoop: [ObjectIdentifier: (loop: any EventLoop, items: [(LiveStream, ServerSentEvent)])] = [:]
-        for (stream, event) in deliveries {
-            byLoop[ObjectIdentifier(stream.loop), default: (stream.loop, [])].items.append((stream, event))
+    package static func send(_ deliveries: [(LiveStream, ServerSentEvent)]) {
+        onLoops(deliveries, loop: \.0.loop) { stream, event in stream.sendOnLoop(event.bytes) }
+    }
+
+    /// `body` for each stream, on the stream's loop, one hop to each loop.
+    static func onLoops(_ streams: [LiveStream], _ body: @escaping @Sendable (LiveStream) -> Void) {
+        onLoops(streams, loop: \.loop, body)
+    }
+
+    private static func onLoops<Item: Sendable>(_ items: [Item], loop: (Item) -> any EventLoop, _ body: @escaping @Sendable (Item) -> Void) {
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, items: [Item])] = [:]
+        for item in items {
+            let itemLoop = loop(item)
+            byLoop[ObjectIdentifier(itemLoop), default: (itemLoop, [])].items.append(item)
         }
         for (loop, items) in byLoop.values {
             loop.execute {
-                for (stream, event) in items { stream.sendOnLoop(event.bytes) }
+                for item in items { body(item) }
             }
         }
     }
 
     /// Sends `event` to every stream of `streams`.
     package static func send(_ event: ServerSentEvent, to streams: [LiveStream]) {
-        send(streams.lazy.map { ($0, event) })
+        send(streams.map { ($0, event) })
     }
 
     private func register(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) throws -> LiveStream {
@@ -122,8 +132,9 @@ package final class LiveStreams: Sendable {
         return stream
     }
 
-    /// Takes the stream out once its response has ended.
+    /// Takes the stream out once its response has ended (its writer leaves the pipeline too).
     package func remove(_ stream: LiveStream) {
+        stream.leave()
         state.withLock { state in
             guard state.byID[stream.id] != nil else { return }
             Self.forget(stream, in: &state)
@@ -176,8 +187,8 @@ package final class LiveStreams: Sendable {
 }
 
 /// Every `heartbeatSeconds`: a comment line on every stream (proxies close a silent
-/// connection), streams whose write has waited on the client's socket for a whole interval
-/// dropped, and `recheck` (the sessions behind the streams, looked at again).
+/// connection), streams whose channel has stayed over its high-water mark for a whole interval
+/// (the client stopped reading) dropped, and `recheck` (the sessions behind the streams, looked at again).
 package struct LiveHeartbeat: Service {
     let streams: LiveStreams
     let recheck: @Sendable () async -> Void
@@ -198,8 +209,9 @@ package struct LiveHeartbeat: Service {
     }
 
     private func beat(_ comment: ServerSentEvent, limit interval: Duration) async {
-        for stream in streams.all {
-            stream.beat(comment, limit: interval) { [logger] in
+        let logger = logger
+        LiveStreams.onLoops(streams.all) { stream in
+            stream.beatOnLoop(comment, limit: interval) {
                 logger.info("live stream dropped: its client stopped reading", metadata: ["user_id": "\(stream.userID)"])
             }
         }

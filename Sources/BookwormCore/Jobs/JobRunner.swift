@@ -119,6 +119,8 @@ package struct JobRunner: Service {
         while !jobs.isEmpty {
             // The batch's jobs run one after another under one lease: one that would start past
             // half of it renews the rest, and skips those another worker took once it ran out.
+            // A job is not renewed while it runs: one that runs longer than the lease's second
+            // half may still be run again by another worker.
             if clock.now().timeIntervalSince(leasedAt) > lease / 2 {
                 let held = try await store.renew(jobs.map(\.id), worker: id, lease: lease)
                 leasedAt = clock.now()

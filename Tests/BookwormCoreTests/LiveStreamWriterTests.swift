@@ -1,0 +1,86 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
+import Testing
+@testable import BookwormCore
+@testable import BookwormTestSupport
+
+/// The order and the budget of a live stream's writes in its connection's pipeline, on a
+/// channel of its own: nothing before the response's head, what waited then in order, nothing
+/// after the stream is finished, and a client that stops reading dropped, never buffered for.
+@Suite struct LiveStreamWriterTests {
+    let channel = EmbeddedChannel()
+    let end = StreamEnd()
+    let writer: LiveStreamWriter
+
+    init() throws {
+        writer = LiveStreamWriter(end: end, channel: channel)
+        try channel.pipeline.syncOperations.addHandler(writer)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+    }
+
+    func written() throws -> [String] {
+        var bodies: [String] = []
+        while let part = try channel.readOutbound(as: HTTPResponsePart.self) {
+            guard case .body(let bytes) = part else { throw TestFailure("not a body part: \(part)") }
+            bodies.append(String(buffer: bytes))
+        }
+        return bodies
+    }
+
+    @Test func eventsSentBeforeTheHeadWaitAndGoOutInOrderOnceStarted() throws {
+        writer.send(ByteBuffer(string: "a"))
+        writer.send(ByteBuffer(string: "b"))
+        #expect(try written().isEmpty)
+        writer.start()
+        writer.send(ByteBuffer(string: "c"))
+        #expect(try written() == ["a", "b", "c"])
+    }
+
+    @Test func aStreamClosedBeforeItStartedStillWritesItsLastEventAndNothingAfter() async throws {
+        writer.send(ByteBuffer(string: "bye"))
+        writer.finish()
+        writer.send(ByteBuffer(string: "late"))
+        await end.wait()
+        writer.start()
+        #expect(try written() == ["bye"])
+    }
+
+    @Test func aDroppedStreamWritesNothingAndClosesItsConnection() async throws {
+        writer.send(ByteBuffer(string: "a"))
+        writer.drop()
+        await end.wait()
+        writer.start()
+        #expect(try written().isEmpty)
+        #expect(!channel.isActive)
+    }
+
+    @Test func aClientThatStopsReadingIsStalledFromTheMomentItsChannelFills() throws {
+        writer.start()
+        #expect(!writer.isStalled(limit: .zero))
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(writer.isStalled(limit: .zero))
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(!writer.isStalled(limit: .zero))
+    }
+
+    @Test func aStreamIsDroppedPastTheCapWhileItsChannelIsFull() throws {
+        writer.start()
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        let chunk = ByteBuffer(repeating: 0x61, count: 64 * 1024)
+        for _ in 0..<(LiveStreamWriter.cap / chunk.readableBytes) { writer.send(chunk) }
+        #expect(channel.isActive)
+        #expect(try written().count == LiveStreamWriter.cap / chunk.readableBytes)
+        writer.send(chunk)
+        #expect(!channel.isActive)
+    }
+
+    @Test func theWriterLeavesThePipelineWithItsResponse() throws {
+        writer.start()
+        writer.leave()
+        #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: LiveStreamWriter.self) }
+    }
+}
