@@ -40,50 +40,46 @@ import Testing
         }
     }
 
-    static func queueThree(_ app: TestApp) async throws {
-        // Claimed in this order by one runner: by due time.
-        try await app.db.query("""
-            INSERT INTO jobs (kind, key, run_at) VALUES ('test.slow', 'first', '-infinity'),
-                ('test.slow', 'second', \(app.clock.now().addingTimeInterval(-2))), ('test.slow', 'third', \(app.clock.now().addingTimeInterval(-1)))
-            """)
+    /// Three jobs claimed together by one runner (in this order, by due time) whose jobs take
+    /// `takes` of the clock, and another runner that looks for due jobs during `meanwhileIn`:
+    /// what the first runner claimed, what the other took meanwhile, and every run in order.
+    static func runWithAnotherWorker(takes: [String: TimeInterval], meanwhileIn: String) async throws
+        -> (claimed: Int, tookMeanwhile: Int, ran: [String])
+    {
+        let result = Mutex((claimed: 0, tookMeanwhile: 0, ran: [String]()))
+        try await withApp { app in
+            try await app.db.query("""
+                INSERT INTO jobs (kind, key, run_at) VALUES ('test.slow', 'first', '-infinity'),
+                    ('test.slow', 'second', \(app.clock.now().addingTimeInterval(-2))), ('test.slow', 'third', \(app.clock.now().addingTimeInterval(-1)))
+                """)
+            let ran = Ran(), logger = Logger(label: "test-jobs")
+            let other = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock)], logger: logger, clock: app.clock)
+            let tookMeanwhile = Mutex(0)
+            let runner = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, takes: takes, meanwhileIn: meanwhileIn) {
+                let took = try await other.runDue()
+                tookMeanwhile.withLock { $0 += took }
+            }], logger: logger, clock: app.clock)
+            let claimed = try await runner.runDue()
+            #expect(try await other.runDue() == 0)
+            result.withLock { $0 = (claimed, tookMeanwhile.withLock { $0 }, ran.kinds.withLock { $0 }) }
+        }
+        return result.withLock { $0 }
     }
 
     @Test func aBatchSkipsTheJobsAnotherWorkerTookOnceTheirLeaseRanOut() async throws {
-        try await withApp { app in
-            try await Self.queueThree(app)
-            let ran = Ran(), logger = Logger(label: "test-jobs")
-            let other = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock)], logger: logger, clock: app.clock)
-            let tookMeanwhile = Mutex(0)
-            // The first job outlasts the whole lease: the other worker takes all three meanwhile.
-            let runner = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, takes: ["first": 350], meanwhileIn: "first") {
-                let took = try await other.runDue()
-                tookMeanwhile.withLock { $0 += took }
-            }], logger: logger, clock: app.clock)
-            #expect(try await runner.runDue() == 3)
-            #expect(tookMeanwhile.withLock { $0 } == 3)
-            // The first ran twice (it outlasted its lease); the first runner ran none of the others.
-            #expect(ran.kinds.withLock { $0 } == ["first", "first", "second", "third"])
-        }
+        // The first job outlasts the whole lease: the other worker takes all three meanwhile.
+        let run = try await Self.runWithAnotherWorker(takes: ["first": 350], meanwhileIn: "first")
+        #expect(run.claimed == 3 && run.tookMeanwhile == 3)
+        // The first ran twice (it outlasted its lease); the first runner ran none of the others.
+        #expect(run.ran == ["first", "first", "second", "third"])
     }
 
     @Test func aBatchThatOutlastsItsLeaseRenewsItSoNoOtherWorkerTakesItsJobs() async throws {
-        try await withApp { app in
-            try await Self.queueThree(app)
-            let ran = Ran(), logger = Logger(label: "test-jobs")
-            let other = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock)], logger: logger, clock: app.clock)
-            let tookMeanwhile = Mutex(0)
-            let slow = ["first": 200.0, "second": 200.0]
-            let runner = JobRunner(client: app.db, handlers: [Slow(ran: ran, clock: app.clock, takes: slow, meanwhileIn: "second") {
-                // 400 s after the claim: the third job's first lease has run out.
-                let took = try await other.runDue()
-                tookMeanwhile.withLock { $0 += took }
-            }], logger: logger, clock: app.clock)
-            #expect(try await runner.runDue() == 3)
-            // Renewed before the second began, the third was still the first runner's.
-            #expect(tookMeanwhile.withLock { $0 } == 0)
-            #expect(ran.kinds.withLock { $0 } == ["first", "second", "third"])
-            #expect(try await other.runDue() == 0)
-        }
+        // 400 s after the claim, during the second, the third job's first lease has run out;
+        // renewed before the second began, it was still the first runner's.
+        let run = try await Self.runWithAnotherWorker(takes: ["first": 200, "second": 200], meanwhileIn: "second")
+        #expect(run.claimed == 3 && run.tookMeanwhile == 0)
+        #expect(run.ran == ["first", "second", "third"])
     }
 
     @Test func aBacklogOfOneKindDoesNotHoldBackAnotherKindsJob() async throws {
