@@ -19,8 +19,6 @@ package struct Config: Sendable {
     package var databaseReadURL: String?
     var dataDirectory: String
     package var databasePoolSize: Int
-    /// Connections each pool keeps open (`BOOKWORM_DB_POOL_MIN`, at most its size); unset: all of them.
-    package var databasePoolKeepOpen: Int?
     /// The pool for the nearby statements (`BOOKWORM_DB_GENERIC_POOL_SIZE`); unset: `genericPoolSize`.
     package var databaseGenericPoolSize: Int?
     /// Connection acquisition and statement deadlines (`BOOKWORM_DB_ACQUIRE_TIMEOUT_MS`, `BOOKWORM_DB_STATEMENT_TIMEOUT_MS`).
@@ -148,7 +146,6 @@ package struct Config: Sendable {
         config.dataDirectory = reader.string("BOOKWORM_DATA_DIR") ?? defaults.dataDirectory
         config.databasePoolSize = try reader.int("BOOKWORM_DB_POOL_SIZE", range: 1...1000) ?? defaults.databasePoolSize
         config.databaseGenericPoolSize = try reader.int("BOOKWORM_DB_GENERIC_POOL_SIZE", range: 1...1000)
-        config.databasePoolKeepOpen = try reader.int("BOOKWORM_DB_POOL_MIN", range: 0...1000)
         config.databaseDeadlines = try DatabaseDeadlines(
             acquire: reader.int("BOOKWORM_DB_ACQUIRE_TIMEOUT_MS", range: 50...600_000).map { .milliseconds($0) }
                 ?? defaults.databaseDeadlines.acquire,

@@ -83,7 +83,7 @@ import Testing
             }) { app in
                 // Once the worker waits on its (never advanced) poll timer beside housekeeping's,
                 // only a notification can wake it.
-                #expect(try await eventually { app.clock.sleeperCount >= 2 })
+                #expect(try await eventually(within: 60) { app.clock.sleeperCount >= 2 })
                 let account = try await app.register()
                 // The poll timer never fires, so however long this takes, only the NOTIFY can
                 // have sent it; a loaded machine once took just over 10 s.

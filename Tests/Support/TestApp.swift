@@ -94,8 +94,6 @@ extension Config {
         // Tests drive the outbox themselves (or opt in to the worker), and mail never lands in the checkout.
         config.runWorker = false
         config.databaseDeadlines = Database.testDeadlines
-        // A hundred short-lived apps at once: connections opened as each needs them, not all up front.
-        config.databasePoolKeepOpen = 0
         config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
         return config
     }

@@ -89,14 +89,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     /// of PostgreSQL itself can then lose the last few milliseconds of it: a claim or renewal
     /// (harmless) or a "sent" (that message goes out again), never anything a user wrote.
     /// `genericPlans` is for the pool of `Database.executeOnGenericPlan` (`GenericPlanPool`).
-    /// `keepOpen`: how many of the pool's connections stay open (all when nil). PostgresNIO arms
-    /// an idle timer, a `Task.sleep`, each time it parks one of the others and cancels it at the
-    /// next lease, and a cancelled `Task.sleep` keeps its memory until its deadline, a minute on
-    /// (swiftlang/swift#60441): a server answering 4,300 queries a second grew from 73 to 203 MB
-    /// in 40 s, and answered a quarter fewer than with every connection kept open (flat at 75 MB).
-    /// `PoolMemoryTests` shows when that is no longer so. No keep-alive pings, for the same
-    /// reason (a timer per park).
-    package func clientConfiguration(poolSize: Int, keepOpen: Int? = nil, statementTimeout: Duration? = nil,
+    package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil,
                                      asynchronousCommit: Bool = false, genericPlans: Bool = false) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
@@ -114,7 +107,14 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
         }
         configuration.options.maximumConnections = poolSize
-        configuration.options.minimumConnections = min(keepOpen ?? poolSize, poolSize)
+        configuration.options.minimumConnections = 0
+        // No keep-alive pings: PostgresNIO arms a keep-alive timer for every connection it parks,
+        // a task group of two tasks and a Dispatch timer, and cancels it at the next lease, so
+        // each query paid for one. An idle connection is closed after a minute anyway. (Its idle
+        // timer costs the same: a cancelled Task.sleep keeps its memory until its deadline, a
+        // minute on (swiftlang/swift#60441), about 0.75 KiB a query under load. It goes only with
+        // a minimum of connections, which PostgresNIO 1.33 crashes on while the database is
+        // down: `OutageTests` caught it twice, the second time under a full `make test`.)
         configuration.options.keepAliveBehavior = nil
         if let statementTimeout {
             let milliseconds = DatabaseDeadlines(statement: statementTimeout).statementTimeoutMilliseconds
@@ -141,8 +141,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     package func makeClient(poolSize: Int = 4, logger: Logger) -> PostgresClient {
         var background = logger
         background.logLevel = max(logger.logLevel, .error)
-        // Short work: connections opened as it needs them, not all up front.
-        return PostgresClient(configuration: clientConfiguration(poolSize: poolSize, keepOpen: 0), backgroundLogger: background)
+        return PostgresClient(configuration: clientConfiguration(poolSize: poolSize), backgroundLogger: background)
     }
 }
 
