@@ -10,7 +10,7 @@ import Testing
 /// after the stream is finished, and a client that stops reading dropped, never buffered for.
 @Suite struct LiveStreamWriterTests {
     let channel = EmbeddedChannel()
-    let end = StreamEnd()
+    let end = Gate()
     let writer: LiveStreamWriter
 
     init() throws {

@@ -17,7 +17,7 @@ package final class HeldTransaction: Sendable {
     private let claim: @Sendable (PostgresConnection, Logger) async throws -> Void
     private struct Held {
         let connection: PostgresConnection
-        let holder: ConnectionHolder
+        let released: Gate
         let database: Database
     }
     private let held = Mutex<Held?>(nil)
@@ -50,16 +50,16 @@ package final class HeldTransaction: Sendable {
                 }
             }
         }
-        let holder = ConnectionHolder()
+        let released = Gate()
         let connection: PostgresConnection
         do {
-            connection = try await database.holdConnection(holder)
+            connection = try await database.holdConnection(until: released)
         } catch {
-            holder.release()
+            released.open()
             throw error
         }
         // Held from here, so that what the body calls without its connection runs in it too.
-        held.withLock { $0 = Held(connection: connection, holder: holder, database: database) }
+        held.withLock { $0 = Held(connection: connection, released: released, database: database) }
         do {
             let claim = claim
             return try await database.onHeld(connection) { connection in
@@ -70,7 +70,7 @@ package final class HeldTransaction: Sendable {
         } catch {
             held.withLock { $0 = nil }
             await Self.end(connection, on: database, after: error, logger: logger)
-            holder.release()
+            released.open()
             throw error
         }
     }
@@ -97,7 +97,7 @@ package final class HeldTransaction: Sendable {
     package func commit(on database: Database, logger: Logger,
                         keeping keep: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws {
         guard let taken = held.withLock({ held -> Held? in defer { held = nil }; return held }) else { return }
-        defer { taken.holder.release() }
+        defer { taken.released.open() }
         do {
             try await database.onHeld(taken.connection) { connection in
                 try await keep(connection)
@@ -113,7 +113,7 @@ package final class HeldTransaction: Sendable {
     /// failed in a call that left a statement running), and gives it back to the pool.
     package func rollback(logger: Logger) async {
         guard let taken = held.withLock({ held -> Held? in defer { held = nil }; return held }) else { return }
-        defer { taken.holder.release() }
+        defer { taken.released.open() }
         await Self.end(taken.connection, on: taken.database, after: nil, logger: logger)
     }
 }
@@ -144,35 +144,9 @@ private final class Delivery: Sendable {
     func cancel() { state.withLock { state in state.cancelled = true; return state.lease }?.cancel() }
 }
 
-/// Keeps a pooled connection leased past the call that leased it, until `release`.
-final class ConnectionHolder: Sendable {
-    private let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, released: Bool)>((nil, false))
-
-    /// Returns once `release` has been called (at once if it was already).
-    func hold() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.released { return true }
-                state.waiter = continuation
-                return false
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    func release() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.released = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-}
-
 extension Database {
-    /// A pooled connection, leased within the acquire deadline and kept until `holder.release()`.
-    func holdConnection(_ holder: ConnectionHolder) async throws -> PostgresConnection {
+    /// A pooled connection, leased within the acquire deadline and kept until `released` opens.
+    func holdConnection(until released: Gate) async throws -> PostgresConnection {
         try await withDeadlines { leased in
             let delivery = Delivery()
             let connection = try await withTaskCancellationHandler {
@@ -186,7 +160,7 @@ extension Database {
                                 ticket.leased()
                                 defer { ticket.released() }
                                 delivery.finish(.success(connection))
-                                await holder.hold()
+                                await released.wait()
                             }
                         } catch {
                             delivery.finish(.failure(error))
@@ -195,7 +169,7 @@ extension Database {
                 }
             } onCancel: {
                 delivery.cancel()
-                holder.release()
+                released.open()
             }
             leased(connection)
             return connection

@@ -28,7 +28,8 @@ package final class LiveStream: Sendable {
     let loop: any EventLoop
     private let channel: any Channel
     private let writer: NIOLoopBoundBox<LiveStreamWriter>
-    private let end: StreamEnd
+    /// Opens when the stream ends.
+    private let end: Gate
 
     init(id: UInt64, userID: UUID, sessionID: UUID, topic: Topic, channel: any Channel) {
         self.id = id
@@ -37,7 +38,7 @@ package final class LiveStream: Sendable {
         self.topic = topic
         self.channel = channel
         loop = channel.eventLoop
-        let end = StreamEnd()
+        let end = Gate()
         self.end = end
         writer = .makeBoxSendingValue(LiveStreamWriter(end: end, channel: channel), as: LiveStreamWriter.self, eventLoop: channel.eventLoop)
     }
@@ -127,30 +128,6 @@ package final class LiveStream: Sendable {
             }
         } onCancel: { [weak self] in
             self?.drop()
-        }
-    }
-}
-
-/// When a stream has ended, for the response's task that waits for it.
-final class StreamEnd: Sendable {
-    private let state = Mutex<(ended: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.ended = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let ended = state.withLock { state -> Bool in
-                if !state.ended { state.waiter = continuation }
-                return state.ended
-            }
-            if ended { continuation.resume() }
         }
     }
 }

@@ -4,8 +4,8 @@ import NIOHTTPTypes
 /// A live stream's place in its connection's pipeline, just before Hummingbird's connection
 /// handlers, used on the connection's event loop only: its events go from here through the
 /// HTTP/1.1 codec and encoder to the socket, after the response's head (which the response's
-/// task writes, before `start`) and before its end (which the task writes once `end` is
-/// signalled). It leaves the pipeline with its response (`leave`).
+/// task writes, before `start`) and before its end (which the task writes once `end`
+/// opens). It leaves the pipeline with its response (`leave`).
 final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
 
@@ -16,7 +16,7 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     static let cap = 256 * 1024
     static let stall = TimeAmount.seconds(1)
 
-    private let end: StreamEnd
+    private let end: Gate
     private let channel: any Channel
     private var context: ChannelHandlerContext?
     /// What was sent before the head went out.
@@ -28,7 +28,7 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     private var unwritableSince: NIODeadline?
     private var unwritableBytes = 0
 
-    init(end: StreamEnd, channel: any Channel) {
+    init(end: Gate, channel: any Channel) {
         self.end = end
         self.channel = channel
     }
@@ -89,14 +89,14 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     /// Nothing more goes out; the response's task writes the end.
     func finish() {
         finished = true
-        end.signal()
+        end.open()
     }
 
     /// Ends the connection at once.
     func drop() {
         finished = true
         waiting = []
-        end.signal()
+        end.open()
         channel.close(promise: nil)
     }
 
