@@ -166,6 +166,7 @@ let package = Package(
         // One test target per room.
         .testTarget(name: "BookwormCoreTests", dependencies: testDependencies + [
             .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
         ]),
         .testTarget(name: "MailTests", dependencies: testDependencies),
         .testTarget(name: "AccountsTests", dependencies: testDependencies),

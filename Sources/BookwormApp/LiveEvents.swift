@@ -84,6 +84,18 @@ struct LiveEvents: Service {
     }
 
     private func handle(_ batch: LiveInbox.Batch, pending: inout [UUID: UInt64]) async throws {
+        try await collect(batch, pending: &pending)
+        guard !pending.isEmpty else { return }
+        let position = try await sync.position()
+        // The rest of a burst (one statement's notifications, one per user) usually arrives
+        // while the position is read: it goes out at that position too rather than after
+        // another read. The rule is the same: a change below the position is in a pull from it.
+        if let more = inbox.takeQueued() { try await collect(more, pending: &pending) }
+        poke(&pending, at: position)
+    }
+
+    /// Handles what needs no sync position, and adds the users whose sync scope changed to `pending`.
+    private func collect(_ batch: LiveInbox.Batch, pending: inout [UUID: UInt64]) async throws {
         if batch.resync {
             // Every stream pulls now, which covers whatever was waiting for the horizon too.
             pending = [:]
@@ -92,19 +104,18 @@ struct LiveEvents: Service {
         }
         var sessionUsers: Set<UUID> = [], postIDs: [UUID] = []
         for (channel, payload) in batch.notifications {
+            let text = Substring(payload)
             if channel == "sessions" {
-                if let user = UUID(uuidString: payload), streams.hasStreams(of: user) { sessionUsers.insert(user) }
+                if let user = UUID(canonical: text), streams.hasStreams(of: user) { sessionUsers.insert(user) }
                 continue
             }
-            let text = Substring(payload)
             switch text.first {
             case "s":
-                let parts = text.split(separator: " ")
-                if parts.count == 3, let user = UUID(uuidString: String(parts[1])), let xid = UInt64(parts[2]), streams.hasStreams(of: user) {
+                if let (user, xid) = Self.syncChange(text), streams.hasStreams(of: user) {
                     pending[user] = max(pending[user] ?? 0, xid)
                 }
             case "p":
-                if let id = UUID(uuidString: String(text.dropFirst(2))), streams.hasPostStreams { postIDs.append(id) }
+                if let id = UUID(canonical: text.dropFirst(2)), streams.hasPostStreams { postIDs.append(id) }
             case "n":
                 if let notice = LiveNotice(payload: text) { tell(notice) }
             default: break
@@ -120,26 +131,32 @@ struct LiveEvents: Service {
                 LiveStreams.send(.resync, to: streams.postStreams)
             }
         }
-        if !pending.isEmpty { try await poke(&pending) }
+    }
+
+    /// `s <user> <xid>`: the user's sync scope changed in transaction `xid`.
+    static func syncChange(_ text: Substring) -> (user: UUID, xid: UInt64)? {
+        let id = text.dropFirst(2).prefix(36)
+        guard text.hasPrefix("s "), let user = UUID(canonical: id), text[id.endIndex...].first == " ",
+              let xid = UInt64(text[id.endIndex...].dropFirst()) else { return nil }
+        return (user, xid)
     }
 
     private func tell(_ notice: LiveNotice) {
         let data = ServerSentEvent.json(["id": notice.objectID.apiString, "kind": notice.kind])
-        LiveStreams.send(ServerSentEvent(event: notice.event, data: data), to: streams.mine(of: notice.userID))
+        LiveStreams.send(ServerSentEvent(event: notice.event, data: data), to: streams.mine(of: [notice.userID]))
     }
 
     /// Pokes the users whose changes the sync horizon has passed; the others wait for it (an
     /// older transaction still running), and are looked at again shortly.
-    private func poke(_ pending: inout [UUID: UInt64]) async throws {
-        let position = try await sync.position()
+    private func poke(_ pending: inout [UUID: UInt64], at position: SyncToken) {
         let token = position.encoded
         let event = ServerSentEvent(event: "sync", id: token, data: ServerSentEvent.json(["token": token]))
-        var poked: [LiveStream] = []
+        var poked: [UUID] = []
         for (user, xid) in pending where xid < position.xid {
             pending[user] = nil
-            poked += streams.mine(of: user)
+            poked.append(user)
         }
-        LiveStreams.send(event, to: poked)
+        LiveStreams.send(event, to: streams.mine(of: poked))
     }
 
     /// Each new post to the live feeds whose circle holds it, but not to a viewer on either
@@ -240,27 +257,38 @@ final class LiveInbox: Sendable {
         }
         defer { timer?.cancel() }
         await waitForAny()
-        // At most `batchLimit` at a time, so that what one batch writes to a stream stays well
-        // within its budget however far behind its client is.
         return state.withLock { state in
             state.kicked = false
-            let queued = state.batch.notifications
-            guard queued.count - state.head > Self.batchLimit else {
-                defer {
-                    state.batch = Batch()
-                    state.head = 0
-                }
-                return Batch(notifications: Array(queued[state.head...]), resync: state.batch.resync)
-            }
-            let taken = Batch(notifications: Array(queued[state.head..<(state.head + Self.batchLimit)]), resync: state.batch.resync)
-            state.head += Self.batchLimit
-            if state.head >= 4096 {
-                state.batch.notifications.removeFirst(state.head)
+            return Self.take(&state)
+        }
+    }
+
+    /// What is queued now, if anything, without waiting.
+    func takeQueued() -> Batch? {
+        state.withLock { state in
+            state.batch.notifications.count > state.head || state.batch.resync ? Self.take(&state) : nil
+        }
+    }
+
+    /// At most `batchLimit` at a time, so that what one batch writes to a stream stays well
+    /// within its budget however far behind its client is.
+    private static func take(_ state: inout State) -> Batch {
+        let queued = state.batch.notifications
+        guard queued.count - state.head > Self.batchLimit else {
+            defer {
+                state.batch = Batch()
                 state.head = 0
             }
-            state.batch.resync = false
-            return taken
+            return Batch(notifications: Array(queued[state.head...]), resync: state.batch.resync)
         }
+        let taken = Batch(notifications: Array(queued[state.head..<(state.head + Self.batchLimit)]), resync: state.batch.resync)
+        state.head += Self.batchLimit
+        if state.head >= 4096 {
+            state.batch.notifications.removeFirst(state.head)
+            state.head = 0
+        }
+        state.batch.resync = false
+        return taken
     }
 
     private func waitForAny() async {

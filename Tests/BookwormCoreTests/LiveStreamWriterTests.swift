@@ -1,6 +1,9 @@
+import HTTPTypes
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import Testing
 @testable import BookwormCore
 @testable import BookwormTestSupport
@@ -20,12 +23,32 @@ import Testing
     }
 
     func written() throws -> [String] {
-        var bodies: [String] = []
-        while let part = try channel.readOutbound(as: HTTPResponsePart.self) {
-            guard case .body(let bytes) = part else { throw TestFailure("not a body part: \(part)") }
-            bodies.append(String(buffer: bytes))
+        var writes: [String] = []
+        while let bytes = try channel.readOutbound(as: ByteBuffer.self) { writes.append(String(buffer: bytes)) }
+        return writes
+    }
+
+    @Test func itsChunksGoBetweenTheEncodersHeadAndEndAsOneChunkedResponse() throws {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(HTTPResponseEncoder())
+        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        let writer = LiveStreamWriter(end: Gate(), channel: channel)
+        try LiveStreamWriter.place(writer, in: channel.pipeline.syncOperations)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"])))
+        writer.start()
+        writer.send(ServerSentEvent(event: "sync", data: #"{"token":"t"}"#).chunk)
+        writer.send(ServerSentEvent(comment: "keep-alive").chunk)
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        var response = ""
+        while let bytes = try channel.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(let buffer) = bytes else { throw TestFailure("not a buffer") }
+            response += String(buffer: buffer)
         }
-        return bodies
+        let headEnd = try #require(response.range(of: "\r\n\r\n"))
+        #expect(response[..<headEnd.lowerBound].lowercased().contains("transfer-encoding: chunked"))
+        let body = response[headEnd.upperBound...]
+        #expect(body == "21\r\nevent: sync\ndata: {\"token\":\"t\"}\n\n\r\ne\r\n: keep-alive\n\n\r\n0\r\n\r\n")
     }
 
     @Test func eventsSentBeforeTheHeadWaitAndGoOutInOrderOnceStarted() throws {

@@ -7,7 +7,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// One Server-Sent Events response held open. Its events are written straight into its
-/// connection's pipeline on the connection's event loop (`LiveStreamWriter`), and a fan-out
+/// connection's pipeline on the connection's event loop (`LiveStreamWriter`), already framed as
+/// HTTP/1.1 chunks (`ServerSentEvent.chunk`), and a fan-out
 /// hands each loop its streams' events in one go (`LiveStreams.send`): an event handed to the
 /// response's task instead cost each stream a task switch and an async writer's hand-over on
 /// top of the write. The response's task writes the head, waits for the stream to end, and
@@ -43,22 +44,17 @@ package final class LiveStream: Sendable {
         writer = .makeBoxSendingValue(LiveStreamWriter(end: end, channel: channel), as: LiveStreamWriter.self, eventLoop: channel.eventLoop)
     }
 
-    /// Puts the stream's writer into its connection's pipeline, before Hummingbird's connection
-    /// handlers (an event's write and flush skip two handlers a body part means nothing to; at
-    /// the end, should Hummingbird's pipeline change, it works as well, only slower); what is
-    /// sent before then waits in it.
+    /// Puts the stream's writer into its connection's pipeline, between the socket and the
+    /// HTTP/1.1 response encoder, where its chunks follow the head the encoder wrote; what is
+    /// sent before then waits in it. A pipeline without that encoder (not HTTP/1.1) gets no stream.
     func attach() async throws {
         let (writer, channel) = (writer, channel)
-        try await loop.submit {
-            let pipeline = channel.pipeline.syncOperations
-            let state = try? pipeline.handler(type: HTTPConnectionStateHandler.self)
-            try pipeline.addHandler(writer.value, position: state.map { .before($0) } ?? .last)
-        }.get()
+        try await loop.submit { try LiveStreamWriter.place(writer.value, in: channel.pipeline.syncOperations) }.get()
     }
 
     /// Writes `event` (on the stream's loop).
     package func send(_ event: ServerSentEvent) {
-        onLoop { $0.send(event.bytes) }
+        onLoop { $0.send(event.chunk) }
     }
 
     /// Writes `bytes`; on the stream's loop only (`LiveStreams.send` hops there for many).
@@ -69,7 +65,7 @@ package final class LiveStream: Sendable {
     /// Sends `last` (if any) and ends the response after it.
     package func close(with last: ServerSentEvent? = nil) {
         onLoop { writer in
-            if let last { writer.send(last.bytes) }
+            if let last { writer.send(last.chunk) }
             writer.finish()
         }
     }
@@ -92,7 +88,7 @@ package final class LiveStream: Sendable {
             writer.drop()
             dropped()
         } else {
-            writer.send(comment.bytes)
+            writer.send(comment.chunk)
         }
     }
 
@@ -116,26 +112,29 @@ package final class LiveStream: Sendable {
             await withGracefulShutdownHandler {
                 onLoop { $0.start() }
                 await end.wait()
-            } onGracefulShutdown: { [weak self] in
-                self?.onLoop { writer in
+            } onGracefulShutdown: {
+                self.onLoop { writer in
                     if writer.isStalled(limit: .zero) {
                         writer.drop()
                     } else {
-                        writer.send(ServerSentEvent.bye.bytes)
+                        writer.send(ServerSentEvent.bye.chunk)
                         writer.finish()
                     }
                 }
             }
-        } onCancel: { [weak self] in
-            self?.drop()
+        } onCancel: {
+            self.drop()
         }
     }
 }
 
 /// One event in the `text/event-stream` format; a line break inside a value would start a new
 /// field, so `data` is written as one `data:` line per line of it and the others have none.
+/// It is kept framed as the HTTP/1.1 chunk it goes out as: a fan-out writes one shared buffer
+/// to every stream instead of having the response encoder frame it once per stream.
 package struct ServerSentEvent: Sendable {
-    let bytes: ByteBuffer
+    /// `<size in hex>\r\n<event>\r\n`.
+    let chunk: ByteBuffer
 
     package init(event: String? = nil, id: String? = nil, data: String? = nil, retryMilliseconds: Int? = nil, comment: String? = nil) {
         var text = ""
@@ -151,7 +150,8 @@ package struct ServerSentEvent: Sendable {
                 text += "data: \(data)\n"
             }
         }
-        bytes = ByteBuffer(string: text + "\n")
+        text += "\n"
+        chunk = ByteBuffer(string: String(text.utf8.count, radix: 16) + "\r\n" + text + "\r\n")
     }
 
     private static func oneLine(_ text: String) -> String {

@@ -1,13 +1,13 @@
 import NIOCore
-import NIOHTTPTypes
+import NIOHTTP1
 
-/// A live stream's place in its connection's pipeline, just before Hummingbird's connection
-/// handlers, used on the connection's event loop only: its events go from here through the
-/// HTTP/1.1 codec and encoder to the socket, after the response's head (which the response's
-/// task writes, before `start`) and before its end (which the task writes once `end`
-/// opens). It leaves the pipeline with its response (`leave`).
+/// A live stream's place in its connection's pipeline, between the socket and the HTTP/1.1
+/// response encoder, used on the connection's event loop only: its events, framed as chunks
+/// already, go from here to the socket, after the response's head (which the response's task
+/// writes through the encoder, before `start`) and before its end (which the task writes once
+/// `end` opens). It leaves the pipeline with its response (`leave`).
 final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
+    typealias InboundIn = ByteBuffer
 
     /// Bytes written while the channel holds more than its high-water mark (its client is not
     /// keeping up): past `budget` once that has lasted `stall`, or past `cap` whatever happens,
@@ -25,6 +25,8 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     private var started = false
     /// Nothing more is written: the stream was closed or dropped.
     private var finished = false
+    /// The channel's writability as its last change said (asking the channel costs more).
+    private var writable = true
     private var unwritableSince: NIODeadline?
     private var unwritableBytes = 0
 
@@ -33,8 +35,16 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.channel = channel
     }
 
+    /// Puts `writer` between the socket and `pipeline`'s HTTP/1.1 response encoder. A pipeline
+    /// without that encoder (not HTTP/1.1) gets no stream.
+    static func place(_ writer: LiveStreamWriter, in pipeline: ChannelPipeline.SynchronousOperations) throws {
+        let encoder = try pipeline.context(handlerType: HTTPResponseEncoder.self)
+        try pipeline.addHandler(writer, position: .before(encoder.handler))
+    }
+
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        writable = context.channel.isWritable
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -44,7 +54,8 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     /// A client stalls from the moment its channel goes over the high-water mark, whether or not
     /// anything is written after that.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
+        writable = context.channel.isWritable
+        if writable {
             unwritableSince = nil
             unwritableBytes = 0
         } else if unwritableSince == nil {
@@ -106,13 +117,13 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func write(_ bytes: ByteBuffer, _ context: ChannelHandlerContext) {
-        if !context.channel.isWritable {
+        if !writable {
             let now = NIODeadline.now()
             let since = unwritableSince ?? now
             unwritableSince = since
             unwritableBytes += bytes.readableBytes
             if unwritableBytes > Self.cap || (unwritableBytes > Self.budget && now - since > Self.stall) { return drop() }
         }
-        context.writeAndFlush(NIOAny(HTTPResponsePart.body(bytes)), promise: nil)
+        context.writeAndFlush(NIOAny(bytes), promise: nil)
     }
 }

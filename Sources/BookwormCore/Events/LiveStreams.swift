@@ -77,7 +77,7 @@ package final class LiveStreams: Sendable {
     /// Sends each event to its stream: one hop to each event loop with all of its streams'
     /// events, not one per stream.
     package static func send(_ deliveries: [(LiveStream, ServerSentEvent)]) {
-        onLoops(deliveries, loop: \.0.loop) { stream, event in stream.sendOnLoop(event.bytes) }
+        onLoops(deliveries, loop: \.0.loop) { stream, event in stream.sendOnLoop(event.chunk) }
     }
 
     /// `body` for each stream, on the stream's loop, one hop to each loop.
@@ -122,10 +122,13 @@ package final class LiveStreams: Sendable {
             if case .posts = topic { state.postStreams[stream.id] = stream }
             return stream
         }
-        context.channel.closeFuture.whenComplete { [weak self, weak stream] _ in
-            guard let stream else { return }
+        // By id, not by a weak reference: a weak reference gives the stream a side table, and
+        // every retain of it in a fan-out goes the slow way after that.
+        let id = stream.id
+        context.channel.closeFuture.whenComplete { _ in
+            guard let stream = self.state.withLock({ $0.byID[id] }) else { return }
             stream.drop()
-            self?.remove(stream)
+            self.remove(stream)
         }
         evicted?.close(with: ServerSentEvent(event: "bye", data: ServerSentEvent.json(["reason": "too_many_streams"])))
         gauge.record(count)
@@ -153,9 +156,15 @@ package final class LiveStreams: Sendable {
 
     package var count: Int { state.withLock { $0.byID.count } }
 
-    /// The user's streams of `.mine`.
-    package func mine(of userID: UUID) -> [LiveStream] {
-        state.withLock { state in (state.byUser[userID] ?? []).filter { if case .mine = $0.topic { true } else { false } } }
+    /// The users' streams of `.mine`.
+    package func mine(of users: [UUID]) -> [LiveStream] {
+        state.withLock { state in
+            var mine: [LiveStream] = []
+            for user in users {
+                for stream in state.byUser[user] ?? [] { if case .mine = stream.topic { mine.append(stream) } }
+            }
+            return mine
+        }
     }
 
     package func hasStreams(of userID: UUID) -> Bool {

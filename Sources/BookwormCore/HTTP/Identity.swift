@@ -49,4 +49,35 @@ package struct AuthenticatedSession: Sendable {
 extension UUID {
     /// Ids go out in lower case, the canonical RFC 9562 text form.
     package var apiString: String { uuidString.lowercased() }
+
+    /// The canonical text form, in either case, read by hand: Foundation's parser goes through
+    /// `sscanf`, and the live events' dispatcher reads an id from every notification.
+    package init?(canonical text: Substring) {
+        guard text.utf8.count == 36 else { return nil }
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let read = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
+            var at = 0
+            for (offset, character) in text.utf8.enumerated() {
+                if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                    guard character == UInt8(ascii: "-") else { return false }
+                    continue
+                }
+                guard let nibble = Self.nibble(character) else { return false }
+                out[at / 2] |= at.isMultiple(of: 2) ? nibble << 4 : nibble
+                at += 1
+            }
+            return true
+        }
+        guard read else { return nil }
+        self.init(uuid: uuid)
+    }
+
+    private static func nibble(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
 }

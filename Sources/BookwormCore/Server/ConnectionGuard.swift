@@ -65,9 +65,10 @@ package final class ConnectionGate: Sendable {
 }
 
 /// Admits a connection if the gate has room; otherwise answers 503 with `Retry-After` and closes.
-final class ConnectionGateHandler: ChannelDuplexHandler, RemovableChannelHandler {
+/// An admitted connection's handler leaves the pipeline: every read would otherwise pass it,
+/// and every open connection (every event stream) would keep it.
+final class ConnectionGateHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
     private let gate: ConnectionGate
@@ -87,7 +88,9 @@ final class ConnectionGateHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func channelActive(context: ChannelHandlerContext) {
         decide(context: context)
-        if !refused { context.fireChannelActive() }
+        guard !refused else { return }
+        context.fireChannelActive()
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
