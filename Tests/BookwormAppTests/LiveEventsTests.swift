@@ -61,6 +61,8 @@ import Glibc
             let synced = try Self.write(a.port, "GET", "/v1/sync", nil, owner, expect: 200)
             let mine = try await Self.stream(a.port, "/v1/me/events", owner)
             #expect(mine.status == 200 && mine.headers["content-type"]?.hasPrefix("text/event-stream") == true)
+            // Its connection serves no other request: the server reads nothing more on it.
+            #expect(mine.headers["connection"] == "close")
             // Without Last-Event-ID the stream starts with a poke: the app pulls once.
             let first = try #require(await offThePool { mine.next("sync") })
             #expect(first.id != nil && first.json?["token"] as? String == first.id)

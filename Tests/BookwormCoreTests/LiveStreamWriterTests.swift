@@ -101,9 +101,44 @@ import Testing
         #expect(!channel.isActive)
     }
 
-    @Test func theWriterLeavesThePipelineWithItsResponse() throws {
+    @Test func aClientThatClosesItsSideIsDroppedAtOnce() async throws {
         writer.start()
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        await end.wait()
+        #expect(!channel.isActive)
+    }
+
+    @Test func aWriterWhoseStreamNeverStartedLeavesThePipeline() throws {
         writer.leave()
         #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: LiveStreamWriter.self) }
+    }
+
+    @Test func aStartedStreamTakesTheRequestDecoderOutAndReadsNothingMore() throws {
+        let channel = EmbeddedChannel()
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.configureHTTPServerPipeline(withErrorHandling: false)
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        let writer = LiveStreamWriter(end: Gate(), channel: channel)
+        try LiveStreamWriter.place(writer, in: pipeline)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        writer.start()
+        writer.leave()
+        channel.embeddedEventLoop.run()
+        #expect(throws: (any Error).self) { try pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) }
+        try channel.writeInbound(ByteBuffer(string: "GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n"))
+        #expect(try channel.readInbound(as: HTTPRequestPart.self) == nil)
+        #expect(try pipeline.handler(type: LiveStreamWriter.self) === writer)
+    }
+
+    @Test func beforeItStartsTheConnectionReadsRequestsAsBefore() throws {
+        let channel = EmbeddedChannel()
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.configureHTTPServerPipeline(withErrorHandling: false)
+        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        try LiveStreamWriter.place(LiveStreamWriter(end: Gate(), channel: channel), in: pipeline)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        try channel.writeInbound(ByteBuffer(string: "GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n"))
+        guard case .head(let head) = try channel.readInbound(as: HTTPRequestPart.self) else { throw TestFailure("no request head") }
+        #expect(head.path == "/v1/me")
     }
 }

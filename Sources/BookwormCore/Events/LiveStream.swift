@@ -70,7 +70,7 @@ package final class LiveStream: Sendable {
         }
     }
 
-    /// Takes the writer out of the connection's pipeline (its response has ended).
+    /// Takes the writer out of the connection's pipeline if its stream never started.
     func leave() {
         onLoop { $0.leave() }
     }

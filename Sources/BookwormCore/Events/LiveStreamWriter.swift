@@ -5,7 +5,13 @@ import NIOHTTP1
 /// response encoder, used on the connection's event loop only: its events, framed as chunks
 /// already, go from here to the socket, after the response's head (which the response's task
 /// writes through the encoder, before `start`) and before its end (which the task writes once
-/// `end` opens). It leaves the pipeline with its response (`leave`).
+/// `end` opens).
+///
+/// A stream is its connection's last response (its head says `Connection: close`): once it
+/// starts, the request decoder leaves the pipeline with what it keeps for a next request (the
+/// parser, its settings, the last head's header capacity: about 1.5 KiB of every open stream),
+/// and what the client sends is not read. A stream that never started leaves the pipeline
+/// instead (`leave`), and the connection serves on.
 final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
@@ -51,6 +57,19 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.context = nil
     }
 
+    /// Nothing the client sends on a stream is read: it gets no other response on this connection.
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !started { context.fireChannelRead(data) }
+    }
+
+    /// A client that closes its side has gone (an event stream's client sends nothing after its
+    /// request): the stream is dropped now, not at the first write that fails (up to a
+    /// heartbeat later, with every such stream's connection held meanwhile).
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if started, event as? ChannelEvent == .inputClosed { drop() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     /// A client stalls from the moment its channel goes over the high-water mark, whether or not
     /// anything is written after that.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -84,16 +103,20 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.waiting = []
         waitingBytes = 0
         guard let context else { return }
+        let pipeline = context.pipeline.syncOperations
+        if let decoder = try? pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
+            pipeline.removeHandler(context: decoder, promise: nil)
+        }
         for bytes in waiting {
             guard context.channel.isActive else { return }
             write(bytes, context)
         }
     }
 
-    /// Takes the writer out of the pipeline once its response has ended: the connection may
-    /// serve other requests (a client's next stream, too).
+    /// Takes the writer out of the pipeline when its stream never started (its response failed
+    /// before): the connection serves on. A started stream's writer stays until its connection closes.
     func leave() {
-        guard let context else { return }
+        guard !started, let context else { return }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 

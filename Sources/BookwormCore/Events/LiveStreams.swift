@@ -135,7 +135,8 @@ package final class LiveStreams: Sendable {
         return stream
     }
 
-    /// Takes the stream out once its response has ended (its writer leaves the pipeline too).
+    /// Takes the stream out once its response has ended, or failed before it started (then its
+    /// writer leaves the pipeline too).
     package func remove(_ stream: LiveStream) {
         stream.leave()
         state.withLock { state in
@@ -184,10 +185,13 @@ package final class LiveStreams: Sendable {
         HTTPField.Name.constant("X-Accel-Buffering"): "no",
     ]
 
+    /// A stream is its connection's last response (`LiveStreamWriter`).
+    static let streamHeaders: HTTPFields = headers + [HTTPField(name: .connection, value: "close")]
+
     /// The response for `stream`: `text/event-stream`, never cached or buffered by a proxy.
     /// Its events are written by the stream; the body only waits for its end.
     func response(_ stream: LiveStream) -> Response {
-        Response(status: .ok, headers: Self.headers, body: ResponseBody { [self] writer in
+        Response(status: .ok, headers: Self.streamHeaders, body: ResponseBody { [self] writer in
             defer { remove(stream) }
             await stream.run()
             try await writer.finish(nil)
