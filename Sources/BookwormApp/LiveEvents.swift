@@ -7,7 +7,6 @@ import Logging
 import Places
 import Portability
 import ServiceLifecycle
-import Synchronization
 
 /// The two event streams (API.md, Live updates) and the services behind them: the listener and
 /// its fan-out, and the heartbeat.
@@ -87,11 +86,16 @@ struct LiveEvents: Service {
         try await collect(batch, pending: &pending)
         guard !pending.isEmpty else { return }
         let position = try await sync.position()
+        poke(&pending, at: position)
         // The rest of a burst (one statement's notifications, one per user) usually arrives
         // while the position is read: it goes out at that position too rather than after
         // another read. The rule is the same: a change below the position is in a pull from it.
-        if let more = inbox.takeQueued() { try await collect(more, pending: &pending) }
+        // What is above it (a transaction that committed since) gets a read of its own now, as
+        // a batch of its own would have, not the retry timer's.
+        guard let more = inbox.takeQueued() else { return }
+        try await collect(more, pending: &pending)
         poke(&pending, at: position)
+        if !pending.isEmpty { poke(&pending, at: try await sync.position()) }
     }
 
     /// Handles what needs no sync position, and adds the users whose sync scope changed to `pending`.
@@ -192,117 +196,6 @@ struct LiveEvents: Service {
             for stream in open where !live.contains(stream.sessionID) { stream.close() }
         } catch {
             logger.warning("live events: sessions could not be checked", metadata: ["error": .string("\(error)")])
-        }
-    }
-}
-
-/// What the listener heard and not yet handled. Past `limit` queued notifications the rest are
-/// dropped and every stream is told to pull (`resync`), so a burst costs bounded memory.
-final class LiveInbox: Sendable {
-    struct Batch {
-        var notifications: [(String, String)] = []
-        var resync = false
-    }
-
-    private struct State {
-        var batch = Batch()
-        /// Set by the retry timer: the next wait returns even with nothing queued.
-        var kicked = false
-        /// How many of `batch.notifications` are taken already.
-        var head = 0
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    static let limit = 100_000
-    static let batchLimit = 256
-    private let state = Mutex(State())
-
-    func add(_ channel: String, _ payload: String) {
-        wake { state in
-            if state.batch.notifications.count - state.head < Self.limit {
-                state.batch.notifications.append((channel, payload))
-            } else {
-                state.batch.resync = true
-            }
-        }
-    }
-
-    /// A listener that starts hearing may have missed anything before (a stream can open before
-    /// the first `LISTEN`, or while it reconnects): every stream pulls.
-    func listening(_ listening: Bool) {
-        if listening { wake { $0.batch.resync = true } }
-    }
-
-    func missedSome() {
-        wake { $0.batch.resync = true }
-    }
-
-    private func wake(_ change: (inout State) -> Void) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            change(&state)
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    /// The next batch, once there is one; with `retryAfter`, after that long at most even if empty.
-    func next(retryAfter: Duration?) async -> Batch {
-        let timer = retryAfter.map { delay in
-            Task { [weak self] in
-                // Cancelled (a batch came first): no kick, or the next wait would end at once.
-                guard (try? await Task.sleep(for: delay)) != nil else { return }
-                self?.wake { $0.kicked = true }
-            }
-        }
-        defer { timer?.cancel() }
-        await waitForAny()
-        return state.withLock { state in
-            state.kicked = false
-            return Self.take(&state)
-        }
-    }
-
-    /// What is queued now, if anything, without waiting.
-    func takeQueued() -> Batch? {
-        state.withLock { state in
-            state.batch.notifications.count > state.head || state.batch.resync ? Self.take(&state) : nil
-        }
-    }
-
-    /// At most `batchLimit` at a time, so that what one batch writes to a stream stays well
-    /// within its budget however far behind its client is.
-    private static func take(_ state: inout State) -> Batch {
-        let queued = state.batch.notifications
-        guard queued.count - state.head > Self.batchLimit else {
-            defer {
-                state.batch = Batch()
-                state.head = 0
-            }
-            return Batch(notifications: Array(queued[state.head...]), resync: state.batch.resync)
-        }
-        let taken = Batch(notifications: Array(queued[state.head..<(state.head + Self.batchLimit)]), resync: state.batch.resync)
-        state.head += Self.batchLimit
-        if state.head >= 4096 {
-            state.batch.notifications.removeFirst(state.head)
-            state.head = 0
-        }
-        state.batch.resync = false
-        return taken
-    }
-
-    private func waitForAny() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> Bool in
-                    if state.batch.notifications.count > state.head || state.batch.resync || state.kicked || Task.isCancelled { return true }
-                    state.waiter = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            wake { $0.kicked = true }
         }
     }
 }

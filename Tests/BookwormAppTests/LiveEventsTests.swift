@@ -61,8 +61,10 @@ import Glibc
             let synced = try Self.write(a.port, "GET", "/v1/sync", nil, owner, expect: 200)
             let mine = try await Self.stream(a.port, "/v1/me/events", owner)
             #expect(mine.status == 200 && mine.headers["content-type"]?.hasPrefix("text/event-stream") == true)
-            // Its connection serves no other request: the server reads nothing more on it.
+            // Its connection serves no other request (the server reads nothing more on it), and
+            // a stream request has no body.
             #expect(mine.headers["connection"] == "close")
+            _ = try Self.write(a.port, "GET", "/v1/me/events", "{}", owner, expect: 400)
             // Without Last-Event-ID the stream starts with a poke: the app pulls once.
             let first = try #require(await offThePool { mine.next("sync") })
             #expect(first.id != nil && first.json?["token"] as? String == first.id)
@@ -207,7 +209,7 @@ import Glibc
             let oldest = open[0]
             let bye = try await offThePool { oldest.next("bye") }
             #expect(bye?.json?["reason"] as? String == "too_many_streams")
-            #expect(try await offThePool { oldest.endsWithin(5) })
+            #expect(try await offThePool { oldest.endsWithin(5) && oldest.closedWithin(5) })
             for _ in 0..<2 { open.append(try await Self.stream(a.port, "/v1/me/events", other)) }
             let refused = try await Self.stream(a.port, "/v1/me/events", other)
             #expect(refused.status == 503 && refused.headers["retry-after"] != nil, "\(refused.status) \(refused.headers)")

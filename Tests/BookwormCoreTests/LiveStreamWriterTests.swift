@@ -108,12 +108,20 @@ import Testing
         #expect(!channel.isActive)
     }
 
+    @Test func aClientThatClosedItsSideBeforeTheStreamStartedIsDroppedWhenItStarts() async throws {
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(channel.isActive)
+        writer.start()
+        await end.wait()
+        #expect(!channel.isActive)
+    }
+
     @Test func aWriterWhoseStreamNeverStartedLeavesThePipeline() throws {
         writer.leave()
         #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: LiveStreamWriter.self) }
     }
 
-    @Test func aStartedStreamTakesTheRequestDecoderOutAndReadsNothingMore() throws {
+    @Test func aStartedStreamTakesTheRequestDecoderOutAndDiscardsWhatTheClientSends() throws {
         let channel = EmbeddedChannel()
         let pipeline = channel.pipeline.syncOperations
         try pipeline.configureHTTPServerPipeline(withErrorHandling: false)

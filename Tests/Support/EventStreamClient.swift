@@ -133,6 +133,16 @@ final class EventStreamClient: @unchecked Sendable {
         return ended
     }
 
+    /// Whether the server closes the connection within `timeout` (what it sent meanwhile is dropped).
+    func closedWithin(_ timeout: TimeInterval) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while end.timeIntervalSinceNow > 0 {
+            guard let bytes = Self.read(socket, timeout: end.timeIntervalSinceNow) else { return false }
+            if bytes.isEmpty { return true }
+        }
+        return false
+    }
+
     private func dechunk() {
         while let lineEnd = raw.indices.dropLast().first(where: { raw[$0] == 13 && raw[$0 + 1] == 10 }) {
             guard let size = Int(String(decoding: raw[..<lineEnd], as: UTF8.self), radix: 16) else { return }

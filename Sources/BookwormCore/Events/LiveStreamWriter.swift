@@ -7,11 +7,12 @@ import NIOHTTP1
 /// writes through the encoder, before `start`) and before its end (which the task writes once
 /// `end` opens).
 ///
-/// A stream is its connection's last response (its head says `Connection: close`): once it
-/// starts, the request decoder leaves the pipeline with what it keeps for a next request (the
-/// parser, its settings, the last head's header capacity: about 1.5 KiB of every open stream),
-/// and what the client sends is not read. A stream that never started leaves the pipeline
-/// instead (`leave`), and the connection serves on.
+/// A stream is its connection's last response (its head says `Connection: close`, and the
+/// connection closes after its end): once it starts, the request decoder leaves the pipeline
+/// with what it keeps for a next request (the parser, its settings, the last head's header
+/// capacity: about 1.5 KiB of every open stream), and what the client sends is read and
+/// discarded. A stream that never started leaves the pipeline instead (`leave`), and the
+/// connection serves on.
 final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
@@ -29,6 +30,8 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     private var waiting: [ByteBuffer] = []
     private var waitingBytes = 0
     private var started = false
+    /// The client closed its side before the stream started.
+    private var inputClosed = false
     /// Nothing more is written: the stream was closed or dropped.
     private var finished = false
     /// The channel's writability as its last change said (asking the channel costs more).
@@ -57,7 +60,8 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.context = nil
     }
 
-    /// Nothing the client sends on a stream is read: it gets no other response on this connection.
+    /// What the client sends on a started stream is discarded: it gets no other response on
+    /// this connection. (The socket is still read, or its end would go unseen.)
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if !started { context.fireChannelRead(data) }
     }
@@ -66,7 +70,9 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
     /// request): the stream is dropped now, not at the first write that fails (up to a
     /// heartbeat later, with every such stream's connection held meanwhile).
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if started, event as? ChannelEvent == .inputClosed { drop() }
+        if event as? ChannelEvent == .inputClosed {
+            if started { drop() } else { inputClosed = true }
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -103,6 +109,7 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         self.waiting = []
         waitingBytes = 0
         guard let context else { return }
+        if inputClosed { return drop() }
         let pipeline = context.pipeline.syncOperations
         if let decoder = try? pipeline.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
             pipeline.removeHandler(context: decoder, promise: nil)
@@ -120,9 +127,11 @@ final class LiveStreamWriter: ChannelInboundHandler, RemovableChannelHandler {
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
-    /// Nothing more goes out; the response's task writes the end.
+    /// Nothing more goes out; the response's task writes the end, after which the connection
+    /// closes, as Hummingbird closes a connection it quiesces (no other request is read on it).
     func finish() {
         finished = true
+        context?.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         end.open()
     }
 

@@ -45,6 +45,11 @@ package final class LiveStreams: Sendable {
                        first: (LiveStream) async throws -> ServerSentEvent) async throws -> Response {
         let session = try context.requireSession()
         guard request.method != .head else { return Response(status: .ok, headers: Self.headers) }
+        // Nothing is read on a stream's connection once it starts: a body still arriving would
+        // leave the request being read, and the idle timeout would end the stream.
+        guard request.headers[.contentLength].map({ $0 == "0" }) ?? (request.headers[.transferEncoding] == nil) else {
+            throw AppError.invalid("body", "must be empty: a stream request has no body")
+        }
         let stream = try await open(userID: session.user.id, sessionID: session.sessionID, topic: topic, context: context)
         do {
             stream.send(try await first(stream))
@@ -123,7 +128,9 @@ package final class LiveStreams: Sendable {
             return stream
         }
         // By id, not by a weak reference: a weak reference gives the stream a side table, and
-        // every retain of it in a fan-out goes the slow way after that.
+        // every retain of it in a fan-out goes the slow way after that. A stream no longer
+        // registered has had its end opened already (removed once its response ended, or
+        // evicted with `close`), so it needs nothing from here.
         let id = stream.id
         context.channel.closeFuture.whenComplete { _ in
             guard let stream = self.state.withLock({ $0.byID[id] }) else { return }

@@ -65,8 +65,9 @@ package final class ConnectionGate: Sendable {
 }
 
 /// Admits a connection if the gate has room; otherwise answers 503 with `Retry-After` and closes.
-/// An admitted connection's handler leaves the pipeline: every read would otherwise pass it,
-/// and every open connection (every event stream) would keep it.
+/// An admitted connection's handler leaves the pipeline when the channel becomes active: every
+/// read would otherwise pass it, and every open connection (every event stream) would keep it.
+/// (One added to a channel already active stays: NIO's server channels are not.)
 final class ConnectionGateHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias OutboundOut = HTTPResponsePart
