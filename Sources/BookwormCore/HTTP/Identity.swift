@@ -62,7 +62,7 @@ extension UUID {
                     guard character == UInt8(ascii: "-") else { return false }
                     continue
                 }
-                guard let nibble = Self.nibble(character) else { return false }
+                guard let nibble = InputSanity.hexValue(character) else { return false }
                 out[at / 2] |= at.isMultiple(of: 2) ? nibble << 4 : nibble
                 at += 1
             }
@@ -70,14 +70,5 @@ extension UUID {
         }
         guard read else { return nil }
         self.init(uuid: uuid)
-    }
-
-    private static func nibble(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
