@@ -23,7 +23,10 @@ final class EventStreamClient: @unchecked Sendable {
     /// The head's answer when it was not a stream (a problem+json body).
     let refusal: RawResponse?
     private var raw: [UInt8] = []
+    /// Event text not yet a whole block, and the whole blocks not yet taken (from `head` on).
     private var text = ""
+    private var blocks: [String] = []
+    private var head = 0
     private(set) var ended = false
     /// What `count` has counted so far, readable from another thread while it runs.
     let counted = Atomic<Int>(0)
@@ -68,10 +71,9 @@ final class EventStreamClient: @unchecked Sendable {
         let end = Date().addingTimeInterval(timeout)
         while true {
             dechunk()
-            while let range = text.range(of: "\n\n") {
-                let block = String(text[..<range.lowerBound])
-                text.removeSubrange(..<range.upperBound)
-                let event = Self.parse(block)
+            while head < blocks.count {
+                let event = Self.parse(blocks[head])
+                head += 1
                 if event.event != nil || !event.data.isEmpty || event.id != nil || (comments && event.comment != nil) { return event }
             }
             let left = end.timeIntervalSinceNow
@@ -143,18 +145,33 @@ final class EventStreamClient: @unchecked Sendable {
         return false
     }
 
+    /// Undoes the chunked framing of what has arrived, and splits the text into blocks. Each
+    /// buffer is cut once per call, not once per chunk or event: a flood of thousands of events
+    /// read in one go would otherwise be moved thousands of times (slow enough in a debug build
+    /// to miss a test's deadline on a busy machine).
     private func dechunk() {
-        while let lineEnd = raw.indices.dropLast().first(where: { raw[$0] == 13 && raw[$0 + 1] == 10 }) {
-            guard let size = Int(String(decoding: raw[..<lineEnd], as: UTF8.self), radix: 16) else { return }
+        var start = 0
+        defer { if start > 0 { raw.removeFirst(start) } }
+        while let lineEnd = (start..<max(start, raw.count - 1)).first(where: { raw[$0] == 13 && raw[$0 + 1] == 10 }) {
+            guard let size = Int(String(decoding: raw[start..<lineEnd], as: UTF8.self), radix: 16) else { break }
             if size == 0 {
                 ended = true
                 raw = []
-                return
+                start = 0
+                break
             }
-            guard raw.count >= lineEnd + 2 + size + 2 else { return }
+            guard raw.count >= lineEnd + 2 + size + 2 else { break }
             text += String(decoding: raw[(lineEnd + 2)..<(lineEnd + 2 + size)], as: UTF8.self)
-            raw.removeFirst(lineEnd + 2 + size + 2)
+            start = lineEnd + 2 + size + 2
         }
+        guard text.contains("\n\n") else { return }
+        var pieces = text.components(separatedBy: "\n\n")
+        text = pieces.removeLast()
+        if head > 0 {
+            blocks.removeFirst(head)
+            head = 0
+        }
+        blocks += pieces
     }
 
     private static func parse(_ block: String) -> ReceivedEvent {
