@@ -126,6 +126,12 @@ final class EventStreamClient: @unchecked Sendable {
 
     /// Whether the server ends the stream within `timeout` (what it sent meanwhile is read and dropped).
     func endsWithin(_ timeout: TimeInterval) -> Bool {
+        // A client made with a tiny buffer (to stall the server) drains what is left with a
+        // large one: through a window smaller than loopback's segment, the kernel advertises
+        // no room after a read, and the server's side sends only at its zero-window probes,
+        // which back off for seconds after a long stall (the slow-reader test missed its 30 s
+        // in a full run).
+        socket.growReceiveBuffer(to: 1 << 20)
         let end = Date().addingTimeInterval(timeout)
         while !ended, end.timeIntervalSinceNow > 0 {
             guard let bytes = Self.read(socket, timeout: end.timeIntervalSinceNow) else { return false }

@@ -52,6 +52,12 @@ final class RawSocket: @unchecked Sendable {
 
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
+    /// A larger receive buffer from now on (the window it advertises grows with it).
+    func growReceiveBuffer(to bytes: Int32) {
+        var size = bytes
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// Everything the server sends until it closes, or until `timeout` seconds pass without a
     /// byte (then `closed` is false).
     func readUntilClosed(timeout: TimeInterval) -> (bytes: [UInt8], closed: Bool) {
