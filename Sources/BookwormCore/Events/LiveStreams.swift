@@ -103,9 +103,9 @@ package final class LiveStreams: Sendable {
         }
     }
 
-    /// Sends `event` to every stream of `streams`.
+    /// Sends `event` to every stream of `streams` (one event for all: no pair per stream).
     package static func send(_ event: ServerSentEvent, to streams: [LiveStream]) {
-        send(streams.map { ($0, event) })
+        onLoops(streams) { $0.sendOnLoop(event.chunk) }
     }
 
     private func register(userID: UUID, sessionID: UUID, topic: LiveStream.Topic, context: AppRequestContext) throws -> LiveStream {
