@@ -21,6 +21,10 @@ final class EventsFleet: @unchecked Sendable {
     private let heard: Mutex<(at: [Moment?], count: [Int], answered: [Bool])>
     private let watched: [UInt8]
     private let stop = Atomic(false)
+    /// Until when (`ContinuousClock` nanoseconds since `origin`) the reader leaves the sockets
+    /// alone: see `hold(for:)`.
+    private let heldUntil = Atomic<Int64>(0)
+    private let origin = ContinuousClock.now
     private var reader: Thread?
 
     /// Opens every stream (one TCP connection each) and starts reading; `watch` is an event name.
@@ -81,15 +85,34 @@ final class EventsFleet: @unchecked Sendable {
     }
 
     /// One stream's latency in milliseconds: until its bytes reached its socket (`wire`, the
-    /// kernel's stamp), and until this process's reader, which serves every stream, read them.
+    /// kernel's stamp; NaN when the kernel gave none).
     struct Arrival {
         let wire: Double
-        let read: Double
     }
 
-    /// Waits until every stream's count passes `before` (or `timeout` seconds pass); then each
-    /// stream's latest arrival after `since`.
+    /// The reader reads nothing for `duration` from now, and the caller's wait (`arrivals`)
+    /// starts after it: a round's fan-out is measured on the wire (the kernel's stamps, taken
+    /// as the bytes reach each socket whenever they are read), so the bench's reading of a
+    /// thousand sockets, work that phones do on machines of their own, stays off the servers'
+    /// two cores while it runs. What comes later than the hold is read as it comes.
+    func hold(for duration: Duration) {
+        heldUntil.store(Self.nanoseconds(ContinuousClock.now + duration - origin), ordering: .relaxed)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+
+    /// How long the hold has left; zero when none.
+    private var holdLeft: Duration {
+        let left = heldUntil.load(ordering: .relaxed) - Self.nanoseconds(ContinuousClock.now - origin)
+        return left > 0 ? .nanoseconds(left) : .zero
+    }
+
+    /// Waits until every stream's count passes `before` (or `timeout` seconds pass, after any
+    /// hold); then each stream's latest arrival after `since`.
     func arrivals(after before: [Int], since: Moment, timeout: Double) -> [Arrival] {
+        Self.sleep(holdLeft)
         let end = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         while ContinuousClock.now < end {
             let done = heard.withLock { state in zip(state.count, before).allSatisfy { $0 > $1 } }
@@ -102,10 +125,16 @@ final class EventsFleet: @unchecked Sendable {
                 guard counts.0 > counts.1, let at else { return nil }
                 // No stamp (the kernel gave none): no wire figure, and the report says so.
                 let wire = at.realtimeNanoseconds == 0 ? Double.nan : max(0, Double(at.realtimeNanoseconds - since.realtimeNanoseconds) / 1e6)
-                return Arrival(wire: wire,
-                               read: max(0, (at.seen - since.seen).milliseconds))
+                return Arrival(wire: wire)
             }
         }
+    }
+
+    private static func sleep(_ duration: Duration) {
+        guard duration > .zero else { return }
+        var time = timespec(tv_sec: Int(duration.components.seconds), tv_nsec: Int(duration.components.attoseconds / 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&time, &left) != 0, errno == EINTR { time = left }
     }
 
     func close() {
@@ -166,8 +195,11 @@ final class EventsFleet: @unchecked Sendable {
         var matched = [Int](repeating: 0, count: fds.count)
         let marker = Marker(watched)
         while !stop.load(ordering: .relaxed) {
+            Self.sleep(holdLeft)
             let ready = Int(epoll_wait(epoll, &events, Int32(events.count), 100))
             guard ready > 0 else { continue }
+            // Woken by the first bytes of a held round: the rest of it arrives meanwhile.
+            if holdLeft > .zero { continue }
             let now = ContinuousClock.now
             for slot in 0..<ready {
                 // One read per wake-up, without allocating: the reader's cost per event is CPU
