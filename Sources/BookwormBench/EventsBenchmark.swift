@@ -151,8 +151,9 @@ struct EventsBenchmark {
         var cpuPerEvent: Double { serverCPU / Double(max(arrivals.count, 1)) * 1e6 }
     }
 
-    /// How long the bench leaves a round's sockets unread (`EventsFleet.hold`): past the p99
-    /// goal of the sync events and half that of the posts.
+    /// How long the bench leaves a round's sockets unread (`EventsFleet.hold`): a round's whole
+    /// fan-out (10-20 ms at p99) with room to spare. Longer only stretches the rounds and the
+    /// time a heartbeat may fall in a hold (its events then go unstamped).
     static let hold = Duration.milliseconds(50)
 
     /// Per poke round, when the first of its streams heard: the floor under the fan-out.
@@ -210,13 +211,16 @@ struct EventsBenchmark {
 
     func report(idle: Idle, keepAlive: (connections: Int, kib: Double), pokes pokePhase: Phase, posts postPhase: Phase) {
         let pokes = pokePhase.arrivals, posts = postPhase.arrivals
-        // The goals are read on the wire (the kernel's arrival stamps): the bench reads a
-        // round's events only after its hold (`EventsFleet.hold`).
+        // The goals are read on the wire (the kernel's arrival stamps). When the bench read each
+        // event is not shown: after the hold (`EventsFleet.hold`) it would only show the hold.
+        // Every event must arrive; nine in ten must have a stamp of their own (a heartbeat that
+        // falls in a hold takes the stamp of its server's streams' reads).
         let stamped = { (arrivals: [EventsFleet.Arrival]) in arrivals.map(\.wire).filter { !$0.isNaN } }
         let poke = Percentiles(stamped(pokes)), post = Percentiles(stamped(posts)), commit = Percentiles(Self.commits.withLock { $0 })
         let first = Percentiles(Self.firsts.withLock { $0 })
         let expected = rounds * users * 5
-        let pokesOK = stamped(pokes).count == expected, postsOK = stamped(posts).count == expected
+        let enough = { (arrivals: [EventsFleet.Arrival]) in arrivals.count == expected && stamped(arrivals).count * 10 >= expected * 9 }
+        let pokesOK = enough(pokes), postsOK = enough(posts)
         func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
         func ms(_ value: Double) -> String { String(format: "%.2f", value) }
         print("""
@@ -226,13 +230,13 @@ struct EventsBenchmark {
             (goal ≤ 20) \(verdict(idle.kibPerStream <= 20)); idle CPU \(String(format: "%.2f", idle.cpuPercent)) % of a core
               idle keep-alive           \(String(format: "%.1f", keepAlive.kib)) KiB RSS each, after one GET /health/live (the other process)
               commit → sync on the wire p50 \(ms(poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5 && pokesOK)), \
-            p99 \(ms(poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(stamped(pokes).count) of \(expected) events stamped
+            p99 \(ms(poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(pokes.count) of \(expected) events, \(stamped(pokes).count) stamped
                 server CPU per event    \(String(format: "%.1f", pokePhase.cpuPerEvent)) µs (both processes, over the rounds)
               first stream of a round   p50 \(ms(first.p50)) ms, p99 \(ms(first.p99)) ms (on the wire)
               COMMIT round trip         p50 \(ms(commit.p50)) ms, p99 \(ms(commit.p99)) ms \
             (with its WAL flush; the latencies above and below start once it has returned)
               post → feed on the wire   p99 \(ms(post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100 && postsOK)), \
-            p50 \(ms(post.p50)) ms; \(stamped(posts).count) of \(expected) events stamped
+            p50 \(ms(post.p50)) ms; \(posts.count) of \(expected) events, \(stamped(posts).count) stamped
                 server CPU per event    \(String(format: "%.1f", postPhase.cpuPerEvent)) µs
             """)
         let idleRows = idle.streams == 0 ? [] : [

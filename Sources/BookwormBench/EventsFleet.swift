@@ -16,9 +16,9 @@ final class EventsFleet: @unchecked Sendable {
     }
 
     private var fds: [Int32] = []
-    /// Per stream: the latest arrival of the watched event (when the reader saw it, and when the
-    /// kernel received it: `Moment`), and a running count of them.
-    private let heard: Mutex<(at: [Moment?], count: [Int], answered: [Bool])>
+    /// Per stream: when the kernel received the latest watched event (realtime nanoseconds, 0
+    /// without a stamp), and a running count of them.
+    private let heard: Mutex<(at: [Int64?], count: [Int], answered: [Bool])>
     private let watched: [UInt8]
     private let stop = Atomic(false)
     /// Until when (`ContinuousClock` nanoseconds since `origin`) the reader leaves the sockets
@@ -75,8 +75,7 @@ final class EventsFleet: @unchecked Sendable {
         return false
     }
 
-    /// An instant on both clocks a latency is read with: the reader's, and the realtime clock
-    /// of the kernel's arrival stamps.
+    /// An instant on the bench's clock and on the realtime clock of the kernel's arrival stamps.
     struct Moment {
         let seen: ContinuousClock.Instant
         let realtimeNanoseconds: Int64
@@ -123,8 +122,9 @@ final class EventsFleet: @unchecked Sendable {
             zip(state.at, zip(state.count, before)).compactMap { at, counts in
                 // An event may beat the COMMIT's answer to this process: that is no wait at all.
                 guard counts.0 > counts.1, let at else { return nil }
-                // No stamp (the kernel gave none): no wire figure, and the report says so.
-                let wire = at.realtimeNanoseconds == 0 ? Double.nan : max(0, Double(at.realtimeNanoseconds - since.realtimeNanoseconds) / 1e6)
+                // No stamp (none from the kernel, or one that was a later message's): no wire
+                // figure, and the report says so.
+                let wire = at == 0 ? Double.nan : max(0, Double(at - since.realtimeNanoseconds) / 1e6)
                 return Arrival(wire: wire)
             }
         }
@@ -139,7 +139,9 @@ final class EventsFleet: @unchecked Sendable {
 
     func close() {
         stop.store(true, ordering: .relaxed)
-        reader.map { _ in usleep(200_000) }  // the reader's last wait ends before its descriptors close
+        // The reader's last wait (what is left of a hold, then at most 100 ms in epoll) ends
+        // before its descriptors close.
+        if reader != nil { usleep(200_000) }
         for fd in fds { Glibc.close(fd) }
     }
 
@@ -200,7 +202,6 @@ final class EventsFleet: @unchecked Sendable {
             guard ready > 0 else { continue }
             // Woken by the first bytes of a held round: the rest of it arrives meanwhile.
             if holdLeft > .zero { continue }
-            let now = ContinuousClock.now
             for slot in 0..<ready {
                 // One read per wake-up, without allocating: the reader's cost per event is CPU
                 // the servers on this machine do not get (epoll wakes again for what is left).
@@ -216,13 +217,30 @@ final class EventsFleet: @unchecked Sendable {
                     answered[index] = true
                     heard.withLock { $0.answered[index] = true }
                 }
-                let seen = buffer.withUnsafeBufferPointer { marker.count(in: UnsafeBufferPointer(rebasing: $0.prefix(count)), matched: &matched[index]) }
-                if seen > 0 {
-                    let at = Moment(seen: now, realtimeNanoseconds: arrived)
-                    heard.withLock { $0.at[index] = at; $0.count[index] += seen }
+                let (seen, later) = buffer.withUnsafeBufferPointer { bytes in
+                    let piece = UnsafeBufferPointer(rebasing: bytes.prefix(count))
+                    var end = 0
+                    let seen = marker.count(in: piece, matched: &matched[index], lastEnd: &end)
+                    return (seen, Self.messages(in: UnsafeBufferPointer(rebasing: piece[end...])))
                 }
+                // The kernel stamps a read with its last segment's arrival: a message after the
+                // event in the same read (a heartbeat that came during the hold) would lend the
+                // event its time.
+                if seen > 0 { heard.withLock { $0.at[index] = later > 1 ? 0 : arrived; $0.count[index] += seen } }
             }
         }
+    }
+}
+
+extension EventsFleet {
+    /// How many messages end in `bytes` (each ends with a blank line).
+    static func messages(in bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        var ends = 0, previous: UInt8 = 0
+        for byte in bytes {
+            if byte == UInt8(ascii: "\n"), previous == UInt8(ascii: "\n") { ends += 1 }
+            previous = byte
+        }
+        return ends
     }
 }
 
@@ -246,15 +264,17 @@ struct Marker {
         self.fallback = fallback
     }
 
-    /// Occurrences completed in `piece`, given `matched` bytes of the marker matched before it.
-    func count(in piece: UnsafeBufferPointer<UInt8>, matched: inout Int) -> Int {
+    /// Occurrences completed in `piece`, given `matched` bytes of the marker matched before it;
+    /// `lastEnd` is where the last of them ends in `piece`.
+    func count(in piece: UnsafeBufferPointer<UInt8>, matched: inout Int, lastEnd: inout Int) -> Int {
         var found = 0
-        for byte in piece {
+        for (offset, byte) in piece.enumerated() {
             while matched > 0, bytes[matched] != byte { matched = fallback[matched] }
             if bytes[matched] == byte { matched += 1 }
             if matched == bytes.count {
                 found += 1
                 matched = fallback[matched]
+                lastEnd = offset + 1
             }
         }
         return found
