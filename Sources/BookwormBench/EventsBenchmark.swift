@@ -127,30 +127,25 @@ struct EventsBenchmark {
         guard fleet.waitUntilOpen(timeout: 60) else { throw Shell.Failure(description: "not every stream opened") }
         let names = (0..<group.count).map { "bench_live\($0)" }
         return try await server.withClients { client, _ in
-            var phase = Phase()
-            var cpuBefore = cpu()
-            for round in 0..<(Self.warmUpRounds + rounds) {
-                if round == Self.warmUpRounds { cpuBefore = cpu() }
+            var latencies: [EventsFleet.Arrival] = []
+            let cpuBefore = cpu()
+            for round in 0..<rounds {
                 let before = fleet.counts
                 let committed = try await Self.committed(client, holding: fleet, """
                     UPDATE pins SET label = \("round \(round)") WHERE owner_id IN (SELECT id FROM users WHERE username = ANY(\(names)))
                     """)
                 let arrivals = fleet.arrivals(after: before, since: committed, timeout: 10)
-                guard round >= Self.warmUpRounds else { phase.warmUp += arrivals; continue }
-                phase.arrivals += arrivals
+                latencies += arrivals
                 if let first = arrivals.map(\.wire).min() { Self.firsts.withLock { $0.append(first) } }
             }
-            phase.serverCPU = cpu() - cpuBefore
-            return phase
+            return Phase(arrivals: latencies, serverCPU: cpu() - cpuBefore)
         }
     }
 
-    /// A latency phase: every stream's arrivals in the measured rounds, and the CPU both
-    /// servers spent in them; the warm-up rounds' arrivals apart.
+    /// A latency phase: every stream's arrivals, and the CPU both servers spent in its rounds.
     struct Phase {
-        var arrivals: [EventsFleet.Arrival] = []
-        var warmUp: [EventsFleet.Arrival] = []
-        var serverCPU = 0.0
+        let arrivals: [EventsFleet.Arrival]
+        let serverCPU: Double
 
         /// Microseconds of server CPU per event, the notification and horizon check included.
         var cpuPerEvent: Double { serverCPU / Double(max(arrivals.count, 1)) * 1e6 }
@@ -160,14 +155,6 @@ struct EventsBenchmark {
     /// fan-out (10-20 ms at p99) with room to spare. Longer only stretches the rounds and the
     /// time a heartbeat may fall in a hold (its events then go unstamped).
     static let hold = Duration.milliseconds(50)
-
-    /// Rounds run before the measured ones in each latency phase. The phases follow the idle
-    /// one on the same servers, and its 10,000 streams and 5,000 connections have just closed
-    /// at once: the first rounds after that ran at 16-17.5 µs of server CPU per event, against
-    /// 13-15 µs later in the same run and on servers that held no idle phase (the p50 over 200
-    /// rounds was 4.77 ms after it and 4.62 ms without). A steady server is what is measured,
-    /// as the throughput benchmarks measure after a warm-up; the warm-up's p50 is printed beside.
-    static let warmUpRounds = 20
 
     /// Per poke round, when the first of its streams heard: the floor under the fan-out.
     static let firsts = Mutex<[Double]>([])
@@ -183,21 +170,18 @@ struct EventsBenchmark {
         guard fleet.waitUntilOpen(timeout: 60) else { throw Shell.Failure(description: "not every feed opened") }
         let rounds = rounds
         return try await server.withClients { client, _ in
-            var phase = Phase()
-            var cpuBefore = cpu()
-            for round in 0..<(Self.warmUpRounds + rounds) {
-                if round == Self.warmUpRounds { cpuBefore = cpu() }
+            var latencies: [EventsFleet.Arrival] = []
+            let cpuBefore = cpu()
+            for round in 0..<rounds {
                 let before = fleet.counts
                 let committed = try await Self.committed(client, holding: fleet, """
                     INSERT INTO posts (author_id, kind, body, pin_id)
                     SELECT u.id, 'offer', \("Bench post \(round) \(UUID().uuidString)"), p.id
                     FROM users u JOIN pins p ON p.owner_id = u.id WHERE u.username = 'bench_live0' LIMIT 1
                     """)
-                let arrivals = fleet.arrivals(after: before, since: committed, timeout: 10)
-                if round >= Self.warmUpRounds { phase.arrivals += arrivals } else { phase.warmUp += arrivals }
+                latencies += fleet.arrivals(after: before, since: committed, timeout: 10)
             }
-            phase.serverCPU = cpu() - cpuBefore
-            return phase
+            return Phase(arrivals: latencies, serverCPU: cpu() - cpuBefore)
         }
     }
 
@@ -248,14 +232,12 @@ struct EventsBenchmark {
               commit → sync on the wire p50 \(ms(poke.p50)) ms (goal ≤ 5) \(verdict(poke.p50 <= 5 && pokesOK)), \
             p99 \(ms(poke.p99)) ms (goal ≤ 50) \(verdict(poke.p99 <= 50)); \(pokes.count) of \(expected) events, \(stamped(pokes).count) stamped
                 server CPU per event    \(String(format: "%.1f", pokePhase.cpuPerEvent)) µs (both processes, over the rounds)
-                \(Self.warmUpRounds) warm-up rounds  p50 \(ms(Percentiles(stamped(pokePhase.warmUp)).p50)) ms, p99 \(ms(Percentiles(stamped(pokePhase.warmUp)).p99)) ms (not counted)
               first stream of a round   p50 \(ms(first.p50)) ms, p99 \(ms(first.p99)) ms (on the wire)
               COMMIT round trip         p50 \(ms(commit.p50)) ms, p99 \(ms(commit.p99)) ms \
             (with its WAL flush; the latencies above and below start once it has returned)
               post → feed on the wire   p99 \(ms(post.p99)) ms (goal ≤ 100) \(verdict(post.p99 <= 100 && postsOK)), \
             p50 \(ms(post.p50)) ms; \(posts.count) of \(expected) events, \(stamped(posts).count) stamped
                 server CPU per event    \(String(format: "%.1f", postPhase.cpuPerEvent)) µs
-                \(Self.warmUpRounds) warm-up rounds  p50 \(ms(Percentiles(stamped(postPhase.warmUp)).p50)) ms, p99 \(ms(Percentiles(stamped(postPhase.warmUp)).p99)) ms (not counted)
             """)
         let idleRows = idle.streams == 0 ? [] : [
             ResultRow("RSS per idle stream (\(idle.streams) streams)", idle.kibPerStream, "KiB", reference: "goal 20 KiB",
