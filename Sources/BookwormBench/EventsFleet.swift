@@ -21,10 +21,8 @@ final class EventsFleet: @unchecked Sendable {
     private let heard: Mutex<(at: [Int64?], count: [Int], answered: [Bool])>
     private let watched: [UInt8]
     private let stop = Atomic(false)
-    /// Until when (`ContinuousClock` nanoseconds since `origin`) the reader leaves the sockets
-    /// alone: see `hold(for:)`.
-    private let heldUntil = Atomic<Int64>(0)
-    private let origin = ContinuousClock.now
+    /// Until when the reader leaves the sockets alone: see `hold(for:)`.
+    private let heldUntil = Mutex(ContinuousClock.now)
     private var reader: Thread?
 
     /// Opens every stream (one TCP connection each) and starts reading; `watch` is an event name.
@@ -95,18 +93,11 @@ final class EventsFleet: @unchecked Sendable {
     /// thousand sockets, work that phones do on machines of their own, stays off the servers'
     /// two cores while it runs. What comes later than the hold is read as it comes.
     func hold(for duration: Duration) {
-        heldUntil.store(Self.nanoseconds(ContinuousClock.now + duration - origin), ordering: .relaxed)
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        heldUntil.withLock { $0 = .now + duration }
     }
 
     /// How long the hold has left; zero when none.
-    private var holdLeft: Duration {
-        let left = heldUntil.load(ordering: .relaxed) - Self.nanoseconds(ContinuousClock.now - origin)
-        return left > 0 ? .nanoseconds(left) : .zero
-    }
+    private var holdLeft: Duration { max(.zero, heldUntil.withLock { $0 } - .now) }
 
     /// Waits until every stream's count passes `before` (or `timeout` seconds pass, after any
     /// hold); then each stream's latest arrival after `since`.
@@ -131,10 +122,7 @@ final class EventsFleet: @unchecked Sendable {
     }
 
     private static func sleep(_ duration: Duration) {
-        guard duration > .zero else { return }
-        var time = timespec(tv_sec: Int(duration.components.seconds), tv_nsec: Int(duration.components.attoseconds / 1_000_000_000))
-        var left = timespec()
-        while nanosleep(&time, &left) != 0, errno == EINTR { time = left }
+        if duration > .zero { Thread.sleep(forTimeInterval: duration.milliseconds / 1000) }
     }
 
     func close() {
