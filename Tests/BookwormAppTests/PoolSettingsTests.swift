@@ -23,6 +23,35 @@ import Testing
         }
     }
 
+    /// When this fails, swiftlang/swift#60441 is fixed, and the pools' idle timeout may go back
+    /// to PostgresNIO's minute (`DatabaseSettings.clientConfiguration`): a connection parked with
+    /// an idle timer (a `Task.sleep`) that the next lease cancels still holds the sleep's memory
+    /// until its deadline, so a process's RSS grows with every query for those ten seconds.
+    @Test func aCancelledIdleTimerStillHoldsItsMemoryUntilItsDeadline() async throws {
+        try await withTestDatabase { settings, _ in
+            let server = try await ServerProcess(databaseURL: settings.connectionURL)
+            defer { server.stop() }
+            let token = try ImportBudgetTests.register(port: server.port)
+            let socket = try RawSocket(port: server.port)
+            let request = "GET /v1/me/pins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
+            func ask(_ times: Int) throws {
+                for _ in 0..<times {
+                    try socket.send(request)
+                    let status = socket.readResponse(timeout: 10)?.status
+                    guard status == 200 else { throw TestFailure("GET /v1/me/pins answered \(String(describing: status))") }
+                }
+            }
+            try ask(300)
+            let start = try ImportBudgetTests.memory(server.pid, "VmRSS"), began = ContinuousClock.now
+            try ask(1_000)
+            let grown = try ImportBudgetTests.memory(server.pid, "VmRSS") - start, took = ContinuousClock.now - began
+            // Timers of a window longer than the idle timeout expire within it, and their memory
+            // serves the rest: too slow a machine cannot tell a fixed bug from that.
+            try #require(took < .seconds(8), "1,000 requests took \(took)")
+            #expect(grown > 300 << 10, "RSS grew \(grown) bytes over 1,000 queries")
+        }
+    }
+
     /// The nearby statements' way: on the app's generic pool, a statement is planned
     /// generically by the connection's own setting (sent when it connected: source "client");
     /// without that pool, by `SET LOCAL` after `BEGIN` (source "session"), three round trips more.

@@ -110,12 +110,16 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         configuration.options.minimumConnections = 0
         // No keep-alive pings: PostgresNIO arms a keep-alive timer for every connection it parks,
         // a task group of two tasks and a Dispatch timer, and cancels it at the next lease, so
-        // each query paid for one. An idle connection is closed after a minute anyway. (Its idle
-        // timer costs the same: a cancelled Task.sleep keeps its memory until its deadline, a
-        // minute on (swiftlang/swift#60441), about 0.75 KiB a query under load. It goes only with
-        // a minimum of connections, which PostgresNIO 1.33 crashes on while the database is
-        // down: `OutageTests` caught it twice, the second time under a full `make test`.)
+        // each query paid for one. The idle timer costs the same, and a cancelled Task.sleep keeps
+        // its memory, about 0.75 KiB, until its deadline (swiftlang/swift#60441): with the default
+        // minute, a process that had just opened 10,000 event streams (a statement each) held
+        // 0.6 KiB a stream of them, and their firing doubled its idle CPU. Ten seconds bounds that
+        // garbage to ten seconds of queries; a connection idle that long is closed, and the next
+        // lease opens one (milliseconds on a local socket). Only a minimum of connections would
+        // avoid the timer, and PostgresNIO 1.33 crashes on one while the database is down
+        // (`OutageTests` caught it twice, the second time under a full `make test`).
         configuration.options.keepAliveBehavior = nil
+        configuration.options.connectionIdleTimeout = .seconds(10)
         if let statementTimeout {
             let milliseconds = DatabaseDeadlines(statement: statementTimeout).statementTimeoutMilliseconds
             configuration.options.additionalStartupParameters.append(("statement_timeout", "\(milliseconds)"))
