@@ -70,7 +70,8 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
         let workerPool = PostgresClient(configuration: settings.clientConfiguration(
-            poolSize: 3, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true), backgroundLogger: logger)
+            poolSize: 3, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true,
+            idleTimeout: config.databaseIdleTimeout), backgroundLogger: logger)
         services.append(workerPool)
         services.append(backgroundJobs(client: database, config: config, logger: logger))
         services += try pushServices(client: database, config: config, logger: logger)
@@ -99,13 +100,15 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
 func pools(_ settings: DatabaseSettings, config: Config, logger: Logger,
            loops: [any EventLoop] = LoopExecutor.loops) -> (Database, [PostgresClient]) {
     let timeout = config.databaseDeadlines.statement
-    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: timeout),
+    let client = PostgresClient(configuration: settings.clientConfiguration(poolSize: config.databasePoolSize, statementTimeout: timeout,
+                                                                           idleTimeout: config.databaseIdleTimeout),
                                 backgroundLogger: logger)
     let usage = PoolUsage()
     let sized = zip(loops, GenericPlanPool.sizes(config.genericPoolSize, loops: loops.count)).filter { $0.1 > 0 }
     let generic = sized.map { loop, size in
         (loop: loop, client: PostgresClient(
-            configuration: settings.clientConfiguration(poolSize: size, statementTimeout: timeout, genericPlans: true),
+            configuration: settings.clientConfiguration(poolSize: size, statementTimeout: timeout, genericPlans: true,
+                                                        idleTimeout: config.databaseIdleTimeout),
             eventLoopGroup: loop, backgroundLogger: logger))
     }
     let pool = GenericPlanPool(byLoop: generic.map {

@@ -41,7 +41,8 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     // As `serve` does: the embedded cluster is migrated, a configured database must already be.
     try await prepareSchema(try Migrator.bundled(), settings: settings, migrate: config.databaseURL == nil, logger: logger)
     let client = PostgresClient(
-        configuration: settings.clientConfiguration(poolSize: 4, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true),
+        configuration: settings.clientConfiguration(poolSize: 4, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true,
+                                                    idleTimeout: config.databaseIdleTimeout),
         backgroundLogger: logger)
     logger.notice("outbox worker", metadata: ["transport": .string(config.mail.transportDescription)])
     let worker = OutboxWorker(client: Database(client: client, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),

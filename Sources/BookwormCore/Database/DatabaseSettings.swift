@@ -89,8 +89,10 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     /// of PostgreSQL itself can then lose the last few milliseconds of it: a claim or renewal
     /// (harmless) or a "sent" (that message goes out again), never anything a user wrote.
     /// `genericPlans` is for the pool of `Database.executeOnGenericPlan` (`GenericPlanPool`).
+    /// `idleTimeout` closes a connection left idle that long (the app's: `BOOKWORM_DB_IDLE_SECONDS`).
     package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil,
-                                     asynchronousCommit: Bool = false, genericPlans: Bool = false) -> PostgresClient.Configuration {
+                                     asynchronousCommit: Bool = false, genericPlans: Bool = false,
+                                     idleTimeout: Duration = .seconds(10)) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -114,12 +116,12 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         // its memory, about 0.75 KiB, until its deadline (swiftlang/swift#60441): with the default
         // minute, a process that had just opened 10,000 event streams (a statement each) held
         // 0.6 KiB a stream of them, and their firing doubled its idle CPU. Ten seconds bounds that
-        // garbage to ten seconds of queries; a connection idle that long is closed, and the next
-        // lease opens one (milliseconds on a local socket). Only a minimum of connections would
-        // avoid the timer, and PostgresNIO 1.33 crashes on one while the database is down
-        // (`OutageTests` caught it twice, the second time under a full `make test`).
+        // garbage to ten seconds of queries by default (`BOOKWORM_DB_IDLE_SECONDS`); a connection
+        // idle that long is closed, and the next lease opens one (milliseconds on a local socket).
+        // Only a minimum of connections would avoid the timer, and PostgresNIO 1.33 crashes on one
+        // while the database is down (`OutageTests` caught it twice, once under a full `make test`).
         configuration.options.keepAliveBehavior = nil
-        configuration.options.connectionIdleTimeout = .seconds(10)
+        configuration.options.connectionIdleTimeout = idleTimeout
         if let statementTimeout {
             let milliseconds = DatabaseDeadlines(statement: statementTimeout).statementTimeoutMilliseconds
             configuration.options.additionalStartupParameters.append(("statement_timeout", "\(milliseconds)"))
