@@ -53,6 +53,7 @@ struct IdempotencyBenchmark {
         }
         report(plain: plain.reduce(0, +) / Double(rounds), keyed: keyed.reduce(0, +) / Double(rounds),
                originals: Percentiles(originals.all.latencies), replays: Percentiles(replays.all.latencies), wrong: wrong.value)
+        server.database(psql: tools.psql).dropBenchUsers(like: "bench\\_retrier%")
     }
 
     /// One timed phase from every client at once; requests per second. Keyed requests add their

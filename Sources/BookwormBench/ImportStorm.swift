@@ -73,19 +73,8 @@ extension PortabilityBenchmark {
         storm.busy = Percentiles(busy.all.latencies)
         storm.busyCount = busy.all.latencies.count
         storm.peakMiB = server.statusMiB("VmHWM")
-        dropStormUsers(server.database(psql: tools.psql))
+        server.database(psql: tools.psql).dropBenchUsers(like: "bench\\_storm%")
         return storm
-    }
-
-    /// The storm's users go, with their 100,000 copies and 20,000 readings: kept, they piled up
-    /// run after run in the bench cluster (2.5 million copies after 25 runs) and slowed every
-    /// later library search. A failure costs a warning, not the figures just measured.
-    private func dropStormUsers(_ database: BenchDatabase) {
-        do {
-            try database.execute("SET statement_timeout = 0; DELETE FROM users WHERE username LIKE 'bench\\_storm%'")
-        } catch {
-            print("warning: the storm's users were not deleted: \(error)")
-        }
     }
 
     private func waitUntilQuiet(_ database: BenchDatabase) async throws {

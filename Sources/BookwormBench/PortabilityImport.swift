@@ -60,6 +60,7 @@ extension PortabilityBenchmark {
         run.idle = Percentiles(idle.all.latencies)
         run.during = Percentiles(during.all.latencies)
         run.duringCount = during.all.latencies.count
+        database.dropBenchUsers(like: "bench\\_importer\\_%")
         return run
     }
 
