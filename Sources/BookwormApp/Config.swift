@@ -24,7 +24,7 @@ package struct Config: Sendable {
     /// Connection acquisition and statement deadlines (`BOOKWORM_DB_ACQUIRE_TIMEOUT_MS`, `BOOKWORM_DB_STATEMENT_TIMEOUT_MS`).
     package var databaseDeadlines = DatabaseDeadlines()
     /// How long a pooled connection may sit idle before it is closed (`BOOKWORM_DB_IDLE_SECONDS`).
-    package var databaseIdleTimeout: Duration = .seconds(10)
+    package var databaseIdleTimeout = DatabaseSettings.defaultIdleTimeout
     var hashing: PasswordHasher.Settings
     /// Photos made at once (`BOOKWORM_IMAGE_CONCURRENCY`, default: cores) and waiting (`BOOKWORM_IMAGE_QUEUE`).
     package var photos = PhotoMaker.Settings()
@@ -148,7 +148,7 @@ package struct Config: Sendable {
         config.dataDirectory = reader.string("BOOKWORM_DATA_DIR") ?? defaults.dataDirectory
         config.databasePoolSize = try reader.int("BOOKWORM_DB_POOL_SIZE", range: 1...1000) ?? defaults.databasePoolSize
         config.databaseGenericPoolSize = try reader.int("BOOKWORM_DB_GENERIC_POOL_SIZE", range: 1...1000)
-        config.databaseIdleTimeout = try reader.int("BOOKWORM_DB_IDLE_SECONDS", range: 1...3600).map { .seconds($0) }
+        config.databaseIdleTimeout = try reader.int("BOOKWORM_DB_IDLE_SECONDS", range: 1...300).map { .seconds($0) }
             ?? defaults.databaseIdleTimeout
         config.databaseDeadlines = try DatabaseDeadlines(
             acquire: reader.int("BOOKWORM_DB_ACQUIRE_TIMEOUT_MS", range: 50...600_000).map { .milliseconds($0) }

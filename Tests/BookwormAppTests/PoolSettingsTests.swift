@@ -7,7 +7,8 @@ import Testing
 @testable import BookwormCore
 @testable import BookwormTestSupport
 
-/// What the app's own pools set on every connection, read back from the server.
+/// What the app's own pools set on every connection, read back from the server, and how long
+/// they keep one idle.
 @Suite struct PoolSettingsTests {
     @Test func theAppsPoolsHaveAStatementTimeoutAndNoJITAndAdminClientsKeepTheServersDefaults() async throws {
         try await withApp { app in
@@ -23,37 +24,66 @@ import Testing
         }
     }
 
-    /// When this fails, swiftlang/swift#60441 is fixed, and the pools' idle timeout may go back
-    /// to PostgresNIO's minute (`DatabaseSettings.clientConfiguration`): a connection parked with
-    /// an idle timer (a `Task.sleep`) that the next lease cancels still holds the sleep's memory
-    /// until its deadline, so a process's RSS grows with every query for as long as the timeout.
-    /// Ten minutes here, so that a slow machine's window ends before the first timer does.
+    /// When this fails, swiftlang/swift#60441 may be fixed, and the pools' idle timeout may go
+    /// back to PostgresNIO's minute (`DatabaseSettings.clientConfiguration`), once a look at a
+    /// server's memory under load confirms it: a connection parked with an idle timer (a
+    /// `Task.sleep`) that the next lease cancels still holds the sleep's memory until its
+    /// deadline, so a process's RSS grows with every query for as long as the timeout (300 s
+    /// here, so that a slow machine's window ends before the first timer does).
     @Test func aCancelledIdleTimerStillHoldsItsMemoryUntilItsDeadline() async throws {
         try await withTestDatabase { settings, _ in
-            let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_DB_IDLE_SECONDS": "600"])
+            let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_DB_IDLE_SECONDS": "300"])
             defer { server.stop() }
-            let token = try ImportBudgetTests.register(port: server.port)
-            let socket = try RawSocket(port: server.port)
-            let request = "GET /v1/me/pins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
-            func ask(_ times: Int) throws {
-                for _ in 0..<times {
-                    try socket.send(request)
-                    let status = socket.readResponse(timeout: 10)?.status
-                    guard status == 200 else { throw TestFailure("GET /v1/me/pins answered \(String(describing: status))") }
+            let port = server.port, pid = server.pid
+            let grown = try await offThePool {
+                let token = try ImportBudgetTests.register(port: port)
+                let socket = try RawSocket(port: port)
+                let request = "GET /v1/me/pins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                func ask(_ times: Int) throws {
+                    for _ in 0..<times {
+                        try socket.send(request)
+                        let status = socket.readResponse(timeout: 10)?.status
+                        guard status == 200 else { throw TestFailure("GET /v1/me/pins answered \(String(describing: status))") }
+                    }
                 }
+                try ask(300)
+                let start = try ImportBudgetTests.memory(pid, "VmRSS")
+                try ask(1_000)
+                return try ImportBudgetTests.memory(pid, "VmRSS") - start
             }
-            try ask(300)
-            let start = try ImportBudgetTests.memory(server.pid, "VmRSS")
-            try ask(1_000)
-            let grown = try ImportBudgetTests.memory(server.pid, "VmRSS") - start
             #expect(grown > 300 << 10, "RSS grew \(grown) bytes over 1,000 queries")
         }
     }
 
-    @Test func poolsCloseAConnectionIdleForTenSecondsUnlessToldOtherwise() throws {
+    /// `BOOKWORM_DB_IDLE_SECONDS` reaches a server's pools: with 1, the connections that answered
+    /// a request are closed well before the default ten seconds (those held on LISTEN stay).
+    @Test func aServersPoolsCloseConnectionsIdleForBookwormDBIdleSeconds() async throws {
+        let anywhere = DatabaseSettings(endpoint: .socket(path: "/nowhere/.s.PGSQL.5432"), username: "u", password: nil, database: "d")
+        #expect(anywhere.clientConfiguration(poolSize: 1).options.connectionIdleTimeout == DatabaseSettings.defaultIdleTimeout)
+        #expect(anywhere.clientConfiguration(poolSize: 1, idleTimeout: .seconds(7)).options.connectionIdleTimeout == .seconds(7))
+        try await withTestDatabase { settings, client in
+            let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_DB_IDLE_SECONDS": "1"])
+            defer { server.stop() }
+            let port = server.port
+            _ = try await offThePool { try ImportBudgetTests.register(port: port) }
+            try await client.withConnection { connection in
+                let closed = try await eventually(within: 7) {
+                    let rows = try await connection.query("""
+                        SELECT count(*)::int8 FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%'
+                        """, logger: Logger(label: "pool-settings-test"))
+                    for try await count in rows.decode(Int64.self) { return count == 0 }
+                    return false
+                }
+                #expect(closed, "the server's pooled connections were still open 7 s after its last request")
+            }
+        }
+    }
+
+    @Test func theDatabaseIdleTimeoutIsTenSecondsUnlessBookwormDBIdleSecondsIsSet() throws {
         #expect(try Config.fromEnvironment([:]).databaseIdleTimeout == .seconds(10))
         #expect(try Config.fromEnvironment(["BOOKWORM_DB_IDLE_SECONDS": "300"]).databaseIdleTimeout == .seconds(300))
-        for bad in ["0", "-5", "3601", "soon"] {
+        for bad in ["0", "-5", "301", "soon"] {
             #expect(throws: ConfigError.self, "\(bad)") { try Config.fromEnvironment(["BOOKWORM_DB_IDLE_SECONDS": bad]) }
         }
     }

@@ -92,7 +92,7 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
     /// `idleTimeout` closes a connection left idle that long (the app's: `BOOKWORM_DB_IDLE_SECONDS`).
     package func clientConfiguration(poolSize: Int, statementTimeout: Duration? = nil,
                                      asynchronousCommit: Bool = false, genericPlans: Bool = false,
-                                     idleTimeout: Duration = .seconds(10)) -> PostgresClient.Configuration {
+                                     idleTimeout: Duration = defaultIdleTimeout) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -117,7 +117,10 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         // minute, a process that had just opened 10,000 event streams (a statement each) held
         // 0.6 KiB a stream of them, and their firing doubled its idle CPU. Ten seconds bounds that
         // garbage to ten seconds of queries by default (`BOOKWORM_DB_IDLE_SECONDS`); a connection
-        // idle that long is closed, and the next lease opens one (milliseconds on a local socket).
+        // idle that long is closed, and the next lease opens one (milliseconds on a local socket,
+        // a TLS handshake more across a network: hence the setting). No longer than a NAT or load
+        // balancer keeps a silent flow (often 300 s): with no pings, a dropped connection would
+        // be handed out and its statement would wait for its deadline.
         // Only a minimum of connections would avoid the timer, and PostgresNIO 1.33 crashes on one
         // while the database is down (`OutageTests` caught it twice, once under a full `make test`).
         configuration.options.keepAliveBehavior = nil
@@ -135,6 +138,9 @@ package struct DatabaseSettings: Sendable, CustomStringConvertible {
         }
         return configuration
     }
+
+    /// See `clientConfiguration`; the app's is `BOOKWORM_DB_IDLE_SECONDS`.
+    package static let defaultIdleTimeout: Duration = .seconds(10)
 
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
