@@ -70,7 +70,8 @@ import Testing
                 let closed = try await eventually(within: 7) {
                     let rows = try await connection.query("""
                         SELECT count(*)::int8 FROM pg_stat_activity
-                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%'
+                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                          AND query NOT LIKE 'LISTEN%'
                         """, logger: Logger(label: "pool-settings-test"))
                     for try await count in rows.decode(Int64.self) { return count == 0 }
                     return false

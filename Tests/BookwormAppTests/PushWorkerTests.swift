@@ -40,7 +40,8 @@ import Testing
             // Past the dead worker's lease (real time; with its 120 s timeout, PushSettings.lease is
             // 81 minutes), another worker sends them all.
             // A minute for each push, not the helper's 10 s: in one full make test one push was
-            // left queued, as one that outlasts its timeout on a loaded machine is (put off 30 s).
+            // left queued, probably one that outlasted its timeout on the loaded machine (a failed
+            // send is put off 45-75 s, past this run's end). The message says what was left.
             app.clock.advance(by: 3 * 3600)
             try await app.sendPushes(fake, timeout: 60)
             #expect(fake.received.map(\.token).sorted() == tokens.sorted())
