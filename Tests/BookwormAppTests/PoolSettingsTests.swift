@@ -26,10 +26,10 @@ import Testing
 
     /// When this fails, swiftlang/swift#60441 may be fixed, and the pools' idle timeout may go
     /// back to PostgresNIO's minute (`DatabaseSettings.clientConfiguration`), once a look at a
-    /// server's memory under load confirms it: a connection parked with an idle timer (a
-    /// `Task.sleep`) that the next lease cancels still holds the sleep's memory until its
-    /// deadline, so a process's RSS grows with every query for as long as the timeout (300 s
-    /// here, so that a slow machine's window ends before the first timer does).
+    /// server's memory under load confirms it: a connection parked with an idle timer that the
+    /// next lease cancels still holds the timer's memory until its deadline, so a process's RSS
+    /// grows with every query for as long as the timeout (300 s here, so that a slow machine's
+    /// window ends before the first timer does).
     @Test func aCancelledIdleTimerStillHoldsItsMemoryUntilItsDeadline() async throws {
         try await withTestDatabase { settings, _ in
             let server = try await ServerProcess(databaseURL: settings.connectionURL, environment: ["BOOKWORM_DB_IDLE_SECONDS": "300"])
