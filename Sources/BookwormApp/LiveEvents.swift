@@ -63,46 +63,49 @@ struct LiveEvents: Service {
 
     /// Takes what the listener queued, batch by batch, until cancelled.
     private func dispatch() async {
-        var pending: [UUID: UInt64] = [:]
+        var pokes = LivePokes()
         // While pokes wait for an older transaction to end, the horizon is read again after
         // this long, doubling up to a second while it stays stuck.
         var retry = Duration.milliseconds(20)
         while !Task.isCancelled {
-            let waited = pending.count
-            let batch = await inbox.next(retryAfter: pending.isEmpty ? nil : retry)
+            let waited = pokes.count
+            let batch = await inbox.next(retryAfter: pokes.isEmpty ? nil : retry)
             do {
-                try await handle(batch, pending: &pending)
-                retry = pending.isEmpty || pending.count < waited ? .milliseconds(20) : min(retry * 2, .seconds(1))
+                try await handle(batch, pokes: &pokes)
+                retry = pokes.isEmpty || pokes.count < waited ? .milliseconds(20) : min(retry * 2, .seconds(1))
             } catch {
                 // A database that cannot answer now: every stream pulls once it is back.
                 logger.warning("live events: a batch failed", metadata: ["error": .string("\(error)")])
-                pending = [:]
+                pokes.forget()
                 inbox.missedSome()
             }
         }
     }
 
-    private func handle(_ batch: LiveInbox.Batch, pending: inout [UUID: UInt64]) async throws {
-        try await collect(batch, pending: &pending)
-        guard !pending.isEmpty else { return }
-        let position = try await sync.position()
-        poke(&pending, at: position)
+    private func handle(_ batch: LiveInbox.Batch, pokes: inout LivePokes) async throws {
+        try await collect(batch, pokes: &pokes)
+        pokeKnown(&pokes)
+        guard !pokes.isEmpty else { return }
+        pokes.read(try await sync.position())
+        pokeKnown(&pokes)
         // The rest of a burst (one statement's notifications, one per user) usually arrives
-        // while the position is read: it goes out at that position too rather than after
-        // another read. The rule is the same: a change below the position is in a pull from it.
-        // What is above it (a transaction that committed since) gets a read of its own now, as
-        // a batch of its own would have, not the retry timer's.
+        // while the horizon is read: it goes out at what is known now rather than after another
+        // read. What is above it (a transaction that committed since, without a hint) gets a
+        // read of its own now, as a batch of its own would have, not the retry timer's.
         guard let more = inbox.takeQueued() else { return }
-        try await collect(more, pending: &pending)
-        poke(&pending, at: position)
-        if !pending.isEmpty { poke(&pending, at: try await sync.position()) }
+        try await collect(more, pokes: &pokes)
+        pokeKnown(&pokes)
+        if !pokes.isEmpty {
+            pokes.read(try await sync.position())
+            pokeKnown(&pokes)
+        }
     }
 
-    /// Handles what needs no sync position, and adds the users whose sync scope changed to `pending`.
-    private func collect(_ batch: LiveInbox.Batch, pending: inout [UUID: UInt64]) async throws {
+    /// Handles what needs no sync position, and adds the users whose sync scope changed to `pokes`.
+    private func collect(_ batch: LiveInbox.Batch, pokes: inout LivePokes) async throws {
         if batch.resync {
             // Every stream pulls now, which covers whatever was waiting for the horizon too.
-            pending = [:]
+            pokes.forget()
             LiveStreams.send(.resync, to: streams.all)
             await recheckSessions(of: nil)
         }
@@ -115,9 +118,9 @@ struct LiveEvents: Service {
             }
             switch text.first {
             case "s":
-                if let (user, xid) = Self.syncChange(text), streams.hasStreams(of: user) {
-                    pending[user] = max(pending[user] ?? 0, xid)
-                }
+                if let (user, xid) = Self.syncChange(text), streams.hasStreams(of: user) { pokes.changed(user, in: xid) }
+            case "h":
+                if text.hasPrefix("h "), let xid = UInt64(text.dropFirst(2)) { pokes.hinted(xid) }
             case "p":
                 if let id = UUID(canonical: text.dropFirst(2)), streams.hasPostStreams { postIDs.append(id) }
             case "n":
@@ -150,16 +153,14 @@ struct LiveEvents: Service {
         LiveStreams.send(ServerSentEvent(event: notice.event, data: data), to: streams.mine(of: [notice.userID]))
     }
 
-    /// Pokes the users whose changes the sync horizon has passed; the others wait for it (an
-    /// older transaction still running), and are looked at again shortly.
-    private func poke(_ pending: inout [UUID: UInt64], at position: SyncToken) {
+    /// Pokes the users whose changes are known to be below the horizon; the others wait for a
+    /// read (an older transaction may still be running), and are looked at again shortly.
+    private func pokeKnown(_ pokes: inout LivePokes) {
+        guard let position = pokes.known else { return }
+        let poked = pokes.due(at: position)
+        guard !poked.isEmpty else { return }
         let token = position.encoded
         let event = ServerSentEvent(event: "sync", id: token, data: ServerSentEvent.json(["token": token]))
-        var poked: [UUID] = []
-        for (user, xid) in pending where xid < position.xid {
-            pending[user] = nil
-            poked.append(user)
-        }
         LiveStreams.send(event, to: streams.mine(of: poked))
     }
 

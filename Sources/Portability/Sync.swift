@@ -41,7 +41,7 @@ package struct SyncToken: Equatable, Sendable {
         self.init(epoch: String(parts[1]), xid: xid, id: id)
     }
 
-    init(epoch: String, xid: UInt64, id: Int64) {
+    package init(epoch: String, xid: UInt64, id: Int64) {
         self.epoch = epoch
         self.xid = xid
         self.id = id
