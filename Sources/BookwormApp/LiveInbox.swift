@@ -32,9 +32,16 @@ final class LiveInbox: Sendable {
     }
 
     /// A listener that starts hearing may have missed anything before (a stream can open before
-    /// the first `LISTEN`, or while it reconnects): every stream pulls.
+    /// the first `LISTEN`, or while it reconnects): every stream pulls. The old connection's
+    /// hints (`h`) still queued go: its database may not be the new one's (a restore, or a
+    /// failover that lost transactions and hands their ids out again).
     func listening(_ listening: Bool) {
-        if listening { wake { $0.batch.resync = true } }
+        guard listening else { return }
+        wake { state in
+            state.batch.resync = true
+            state.batch.notifications = state.batch.notifications[state.head...].filter { !$0.1.hasPrefix("h ") }
+            state.head = 0
+        }
     }
 
     func missedSome() {

@@ -27,9 +27,12 @@ struct LivePokes {
         ended = max(ended, xid &+ 1)
     }
 
+    /// A first read, or one of another epoch, starts afresh: hints heard before it may be a
+    /// former database's, and any true one is below the horizon it read anyway (its transaction
+    /// had ended before the read's snapshot).
     mutating func read(_ position: SyncToken) {
+        ended = epoch == position.epoch ? max(ended, position.xid) : position.xid
         epoch = position.epoch
-        ended = max(ended, position.xid)
     }
 
     /// Forgets everything: every stream pulls anyway, and after the listener reconnects the

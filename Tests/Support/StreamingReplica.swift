@@ -88,11 +88,11 @@ final class PrivatePrimary: Sendable {
         self.settings = settings
     }
 
-    static func start() async throws -> PrivatePrimary {
+    static func start(serverOptions: String? = nil) async throws -> PrivatePrimary {
         let base = "/tmp/bwp-" + UUID().uuidString.prefix(8).lowercased()
         var quiet = Logger(label: "primary")
         quiet.logLevel = .error
-        let cluster = EmbeddedPostgres(dataDirectory: base, logger: quiet, fastAndLoose: true)
+        let cluster = EmbeddedPostgres(dataDirectory: base, logger: quiet, fastAndLoose: true, serverOptions: serverOptions)
         do {
             let settings = try await cluster.start(database: "bookworm")
             return PrivatePrimary(cluster: cluster, base: base, settings: settings)

@@ -1,8 +1,9 @@
--- A writer hints that its changes need no horizon read: `h <xid>` on `events`, sent before its
--- `s` notifications, when its snapshot's oldest running transaction is its own or newer. Every
--- transaction below the snapshot's xmin had ended when the snapshot was taken, whenever that
--- was, so every one below this transaction's id has ended once it commits, and a poke for it
--- (or for anything below it) is safe without asking for the horizon (`LivePokes`). That read
+-- A writer hints that its changes need no horizon read: `h <xid>` on `events` when its
+-- snapshot's oldest running transaction is its own or newer, usually before its `s`
+-- notifications (a later statement may hint where an earlier one did not: one heard after them
+-- costs a read). Every transaction below a snapshot's xmin had ended when it was taken, whenever
+-- that was, so every one below this transaction's id has ended once it commits, and a poke for
+-- it (or for anything below it) is safe without asking for the horizon (`LivePokes`). That read
 -- took about a millisecond of a loaded machine's time from a commit to its first event.
 --
 -- The oldest running transaction is the cluster's: one in another database withholds the hint,
