@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import Testing
 @testable import BookwormApp
 @testable import BookwormCore
@@ -69,11 +70,14 @@ import Testing
         #expect(batch.notifications.map(\.1) == ["s 00000000-0000-0000-0000-000000000001 41"])
     }
 
-    /// Whether the writer's transaction hinted: the notifications heard until its `s`.
+    /// Whether the writer's transaction hinted, once its `s` notification has come.
     static func hinted(_ db: PostgresClient, user: UUID, pin: UUID) async throws -> Bool {
         let logger = Self.logger
         return try await db.withConnection { listener in
             let notifications = try await listener.listen("events")
+            let heard = Mutex<[String]>([])
+            let hearing = Task { for try await notification in notifications { heard.withLock { $0.append(notification.payload) } } }
+            defer { hearing.cancel() }
             let xid = try await db.withConnection { writer in
                 try await writer.query("BEGIN", logger: logger)
                 let rows = try await writer.query("SELECT pg_current_xact_id()::text, bookworm_sync_log(\(user), 'pin', \(pin), 'upsert')::text",
@@ -83,23 +87,9 @@ import Testing
                 try await writer.query("COMMIT", logger: logger)
                 return xid
             }
-            let heard = try await withThrowingTaskGroup(of: [String].self) { group in
-                group.addTask {
-                    var heard: [String] = []
-                    for try await notification in notifications {
-                        heard.append(notification.payload)
-                        if notification.payload == "s \(user.apiString) \(xid)" { break }
-                    }
-                    return heard
-                }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(30))
-                    throw TestFailure("transaction \(xid)'s notification did not come within 30 s")
-                }
-                defer { group.cancelAll() }
-                return try await group.next() ?? []
-            }
-            return heard.contains("h \(xid)")
+            let came = try await eventually { heard.withLock { $0.contains("s \(user.apiString) \(xid)") } }
+            try #require(came, "transaction \(xid)'s notification did not come within 30 s")
+            return heard.withLock { $0.contains("h \(xid)") }
         }
     }
 
