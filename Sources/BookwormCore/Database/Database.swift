@@ -90,9 +90,11 @@ package struct Database: Sendable {
         async throws -> [Statement.Row]
     {
         try await withConnection { connection in
-            var rows: [Statement.Row] = []
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            return Transfer(rows)
+            try await Self.preparing(on: connection) {
+                var rows: [Statement.Row] = []
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                return Transfer(rows)
+            }
         }.value
     }
 
@@ -116,9 +118,31 @@ package struct Database: Sendable {
     {
         // PostgresNIO's default name is `String(reflecting:)` of the type, built on every run.
         assert(Statement.name.hasPrefix("bookworm_"), "\(Statement.self) needs a static name")
-        var rows: [PostgresRow] = []
-        for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-        return rows
+        return try await preparing(on: connection) {
+            var rows: [PostgresRow] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        }
+    }
+
+    /// `run`, a prepared statement's execution on `connection`, which is closed (and the pool
+    /// opens a fresh one) after an error that may have come from preparing the statement rather
+    /// than running it: a table locked past `statement_timeout` during a deploy's migration, a
+    /// transaction already aborted. PostgresNIO 1.33.2 keeps a failed preparation for the
+    /// connection's lifetime and answers every later run of the statement on it with the same
+    /// error (`FailedPreparationTests` shows it, and fails once that is no longer so).
+    package static func preparing<T>(on connection: PostgresConnection, _ run: () async throws -> T) async throws -> T {
+        do {
+            return try await run()
+        } catch let error as PSQLError where closesAfter(error) {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    static func closesAfter(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return ["57014", "55P03", "25P02", "40P01"].contains(state) || state.hasPrefix("53")
     }
 
     /// What `executeOnGenericPlan` runs first in its transaction (the benchmark's pgbench script too).
