@@ -5,68 +5,65 @@ import Testing
 @testable import BookwormCore
 @testable import BookwormTestSupport
 
-/// PostgresNIO 1.33.2 remembers a prepared statement whose preparation failed, per connection,
-/// and answers every later run of it on that connection with the same error
-/// (`PreparedStatementStateMachine`'s `.error` state). Preparing fails for reasons that pass: a
-/// migration's lock held past `statement_timeout` (a rolling deploy), an aborted transaction.
-/// `Database.preparing` closes a connection after such an error, so the pool opens a fresh one.
+/// A prepared statement whose preparation failed for a reason that passes is prepared again on a
+/// fresh connection (`FailedPreparation`; PostgresNIO keeps the failure for the connection's
+/// lifetime, which `PreparedStatementMemoryTests` shows). Each test runs on a pool of one
+/// connection, so without the close the second run would meet the kept error.
 @Suite struct FailedPreparationTests {
-    /// The dependency's behaviour. When this fails, PostgresNIO prepares again after a failure
-    /// and `Database.preparing` can go.
-    @Test func postgresNIOKeepsAFailedPreparationForTheConnectionsLifetime() async throws {
-        try await withTestDatabase { _, admin in
-            let logger = Logger(label: "failed-preparation")
-            try await admin.withConnection { connection in
-                try await connection.query("BEGIN", logger: logger)
-                _ = try? await connection.query("SELECT 1 / 0", logger: logger)
-                // The transaction is aborted, so PostgreSQL refuses the statement's Parse.
-                #expect(await Self.outcome(on: connection, logger: logger) == "25P02")
-                try await connection.query("ROLLBACK", logger: logger)
-                // Not asked again: the aborted transaction's error, kept.
-                #expect(await Self.outcome(on: connection, logger: logger) == "25P02")
+    /// The error reaches the caller as itself (the transaction ends on its connection, which is
+    /// not closed under it), and nothing stays leased.
+    @Test func aStatementPreparedInAnAbortedTransactionFailsAsItselfAndWorksInTheNext() async throws {
+        try await withOnePooledConnection(statementTimeout: .seconds(30)) { database, _, logger in
+            let failure = await #expect(throws: PSQLError.self) {
+                try await database.transaction(logger: logger) { connection in
+                    _ = try? await connection.query("SELECT 1 / 0", logger: logger)
+                    return try await database.execute(ProbeSQL(), on: connection, logger: logger)
+                }
             }
+            #expect(failure.flatMap { ServerError.sqlState(of: $0) } == "25P02")
+            #expect(database.usage.snapshot.inUse == 0)
+            let rows = try await database.execute(ProbeSQL(), logger: logger)
+            #expect(try rows.first.map { try $0.decode(Int64.self) } == 0)
         }
     }
 
-    /// A statement whose first preparation on the pool's one connection ran into a table locked
-    /// past `statement_timeout` works again once the lock is gone.
+    /// A deploy's migration holding a table past `statement_timeout` while a pool prepares.
     @Test func aStatementPreparedWhileItsTableWasLockedWorksOnceTheLockIsGone() async throws {
+        try await withOnePooledConnection(statementTimeout: .milliseconds(300)) { database, admin, logger in
+            let locked = Gate(), release = Gate()
+            defer { release.open() }
+            let holder = Task {
+                defer { locked.open() }
+                try await admin.withConnection { connection in
+                    try await connection.query("BEGIN", logger: logger)
+                    try await connection.query("LOCK TABLE users IN ACCESS EXCLUSIVE MODE", logger: logger)
+                    locked.open()
+                    await release.wait()
+                    try await connection.query("COMMIT", logger: logger)
+                }
+            }
+            await locked.wait()
+            let failure = await #expect(throws: PSQLError.self) { try await database.execute(ProbeSQL(), logger: logger) }
+            #expect(failure.flatMap { ServerError.sqlState(of: $0) } == "57014")
+            release.open()
+            try await holder.value
+            let rows = try await database.execute(ProbeSQL(), logger: logger)
+            #expect(try rows.first.map { try $0.decode(Int64.self) } == 0)
+        }
+    }
+
+    /// `body` with a `Database` over a pool of one connection, already opened (so what it
+    /// prepares is prepared on the connection the pool keeps), and the test database's admin pool.
+    private func withOnePooledConnection(statementTimeout: Duration,
+                                         _ body: @Sendable (Database, PostgresClient, Logger) async throws -> Void) async throws {
         try await withTestDatabase { settings, admin in
             let logger = Logger(label: "failed-preparation")
-            let configuration = settings.clientConfiguration(poolSize: 1, statementTimeout: .milliseconds(300))
+            let configuration = settings.clientConfiguration(poolSize: 1, statementTimeout: statementTimeout)
             try await PostgresClient(configuration: configuration, backgroundLogger: logger).whileRunning { pool in
-                let database = Database(client: pool, deadlines: .init(acquire: .seconds(30), statement: .milliseconds(300)))
-                // Opened first, so the locked preparation happens on the connection the pool keeps.
+                let database = Database(client: pool, deadlines: .init(acquire: .seconds(30), statement: statementTimeout))
                 _ = try await database.query("SELECT 1", logger: logger)
-                let locked = Gate(), release = Gate()
-                let holder = Task {
-                    try await admin.withConnection { connection in
-                        try await connection.query("BEGIN", logger: logger)
-                        try await connection.query("LOCK TABLE users IN ACCESS EXCLUSIVE MODE", logger: logger)
-                        locked.open()
-                        await release.wait()
-                        try await connection.query("COMMIT", logger: logger)
-                    }
-                }
-                await locked.wait()
-                await #expect(throws: (any Error).self) { try await database.execute(ProbeSQL(), logger: logger) }
-                release.open()
-                try await holder.value
-                let rows = try await database.execute(ProbeSQL(), logger: logger)
-                #expect(try rows.first?.decode(Int64.self) == 0)
+                try await body(database, admin, logger)
             }
-        }
-    }
-
-    /// "rows" when the probe ran, else the SQLSTATE of its error.
-    private static func outcome(on connection: PostgresConnection, logger: Logger) async -> String {
-        do {
-            for try await _ in try await connection.execute(ProbeSQL(), logger: logger) {}
-            return "rows"
-        } catch let error as PSQLError {
-            return error.serverInfo?[.sqlState] ?? "\(error.code)"
-        } catch {
-            return "\(error)"
         }
     }
 }

@@ -7,8 +7,9 @@ import Testing
 
 /// PostgresNIO remembers a PREPARE that failed for as long as the connection lives, so a
 /// replica's connection that prepared a statement before a migration was replayed fails it
-/// forever; `Database.withConnection` closes such a connection. When this test fails,
-/// PostgresNIO prepares again, and that close can go.
+/// forever; `ReplicaFallback.read` closes such a connection (and `FailedPreparation` marks one
+/// that a timeout or an aborted transaction spoilt). When this test fails,
+/// PostgresNIO prepares again, and both can go.
 @Suite struct PreparedStatementMemoryTests {
     struct CountLater: PostgresPreparedStatement {
         static let name = "bookworm_test_count_later"

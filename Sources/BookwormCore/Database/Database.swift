@@ -90,7 +90,7 @@ package struct Database: Sendable {
         async throws -> [Statement.Row]
     {
         try await withConnection { connection in
-            try await Self.preparing(on: connection) {
+            try await FailedPreparation.watching(connection) {
                 var rows: [Statement.Row] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
                 return Transfer(rows)
@@ -118,33 +118,11 @@ package struct Database: Sendable {
     {
         // PostgresNIO's default name is `String(reflecting:)` of the type, built on every run.
         assert(Statement.name.hasPrefix("bookworm_"), "\(Statement.self) needs a static name")
-        return try await preparing(on: connection) {
+        return try await FailedPreparation.watching(connection) {
             var rows: [PostgresRow] = []
             for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
             return rows
         }
-    }
-
-    /// `run`, a prepared statement's execution on `connection`, which is closed (and the pool
-    /// opens a fresh one) after an error that may have come from preparing the statement rather
-    /// than running it: a table locked past `statement_timeout` during a deploy's migration, a
-    /// transaction already aborted, PostgreSQL out of memory. PostgresNIO 1.33.2 keeps a failed preparation for the
-    /// connection's lifetime and answers every later run of the statement on it with the same
-    /// error (`FailedPreparationTests` shows it, and fails once that is no longer so).
-    package static func preparing<T>(on connection: PostgresConnection, _ run: () async throws -> T) async throws -> T {
-        do {
-            return try await run()
-        } catch let error as PSQLError where closesAfter(error) {
-            try? await connection.close()
-            throw error
-        }
-    }
-
-    /// Not a conflict (`TransactionConflict`), whose transaction runs again: with its connection
-    /// closed, the deadline watch could answer first, with an outage.
-    static func closesAfter(_ error: PSQLError) -> Bool {
-        guard let state = error.serverInfo?[.sqlState] else { return false }
-        return ["57014", "55P03", "25P02"].contains(state) || state.hasPrefix("53")
     }
 
     /// What `executeOnGenericPlan` runs first in its transaction (the benchmark's pgbench script too).
@@ -208,11 +186,13 @@ package struct Database: Sendable {
     /// `DeadConnectionTests` shows it). So a closed one is given back unused and another taken
     /// after a pause, in which the pool hears of the close; still closed after `closedLeaseAttempts`,
     /// the call fails as an outage. `body` has not run then, so taking another is always safe.
-    /// A channel that closes just after this look is caught by the deadline watch instead.
+    /// A channel that closes just after this look is caught by the deadline watch instead. One
+    /// that a failed preparation spoilt (`FailedPreparation`) is closed here, and so replaced.
     func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         for attempt in 1...Self.closedLeaseAttempts {
             do {
                 return try await client.withConnection { connection in
+                    if FailedPreparation.take(connection) { try? await connection.close() }
                     guard !connection.isClosed else { throw ClosedBeforeUse() }
                     return try await body(connection)
                 }
