@@ -180,31 +180,40 @@ package struct Database: Sendable {
         }
     }
 
-    /// A pooled connection whose channel is still open. PostgresNIO's pool can hand out a
-    /// connection that has closed before the pool heard of it (its backend ended a moment ago),
-    /// and a statement on it never answers: the write fails with nobody told (PostgresNIO 1.33.2;
-    /// `DeadConnectionTests` shows it). So a closed one is given back unused and another taken
-    /// after a pause, in which the pool hears of the close; still closed after `closedLeaseAttempts`,
-    /// the call fails as an outage. `body` has not run then, so taking another is always safe.
-    /// A channel that closes just after this look is caught by the deadline watch instead. One
-    /// that a failed preparation spoilt (`FailedPreparation`) is closed here, and so replaced.
+    /// A pooled connection whose channel is still open. PostgresNIO's pool can hand out one that
+    /// closed before the pool heard of it, and a statement on it never answers (PostgresNIO
+    /// 1.33.2; `DeadConnectionTests`). So a closed one is given back unused and another taken
+    /// after a pause, in which the pool hears of the close; still closed after
+    /// `closedLeaseAttempts`, the call fails as an outage. `body` has not run then, so taking
+    /// another is safe; a channel that closes just after this look is the deadline watch's. One
+    /// that a failed preparation spoilt (`FailedPreparation`) is closed and another taken at
+    /// once, uncounted: the pool hears of that close before `close` returns.
     func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        for attempt in 1...Self.closedLeaseAttempts {
+        var attempt = 1
+        while true {
             do {
                 return try await client.withConnection { connection in
-                    if FailedPreparation.take(connection) { try? await connection.close() }
+                    if FailedPreparation.take(connection) {
+                        try? await connection.close()
+                        throw Spoilt()
+                    }
                     guard !connection.isClosed else { throw ClosedBeforeUse() }
                     return try await body(connection)
                 }
+            } catch is Spoilt {
+                // Each spoilt connection is taken once, so this ends.
+                continue
             } catch is ClosedBeforeUse {
                 // Only the guard throws this (a `body` that met a closed pool elsewhere throws
                 // `DatabaseConnectionClosed`, and is never run twice).
-                if attempt < Self.closedLeaseAttempts { try await Task.sleep(for: .milliseconds(5 * attempt)) }
+                guard attempt < Self.closedLeaseAttempts else { throw DatabaseConnectionClosed() }
+                try await Task.sleep(for: .milliseconds(5 * attempt))
+                attempt += 1
             }
         }
-        throw DatabaseConnectionClosed()
     }
 
+    private struct Spoilt: Error {}
     private struct ClosedBeforeUse: Error {}
 
     static let closedLeaseAttempts = 5

@@ -8,7 +8,11 @@ import Synchronization
 /// migration), a transaction already aborted, a deadlock. So a connection whose prepared
 /// statement failed in such a way is marked, and `Database.openConnection` closes it when it is
 /// next leased, taking another. Not at once: the caller may still end its transaction on it,
-/// and a statement on a closed connection is never answered.
+/// and a statement on a closed connection is never answered. A keyed write's transaction
+/// (`HeldTransaction`) keeps its connection to the end, so a deadlock met while preparing
+/// fails that request however often the conflict is retried; the next request is served.
+/// Errors of statements already prepared mark too (PostgresNIO does not say which it was):
+/// under statement timeouts the pool opens connections anew, a few milliseconds each.
 package enum FailedPreparation {
     private final class Weak: Sendable {
         weak let connection: PostgresConnection?
@@ -23,11 +27,15 @@ package enum FailedPreparation {
         do {
             return try await run()
         } catch where mayHaveFailedPreparing(error) {
-            marked.withLock { marked in
-                marked = marked.filter { $0.value.connection != nil }
-                marked[ObjectIdentifier(connection)] = Weak(connection)
-            }
+            mark(connection)
             throw error
+        }
+    }
+
+    static func mark(_ connection: PostgresConnection) {
+        marked.withLock { marked in
+            marked = marked.filter { $0.value.connection != nil }
+            marked[ObjectIdentifier(connection)] = Weak(connection)
         }
     }
 
