@@ -116,7 +116,7 @@ package struct Seeder: Sendable {
             let conditions = range.map { _ in SeedData.conditions.randomElement(using: &generator) ?? "good" }
             let statuses = range.map { _ in Int.random(in: 0..<10, using: &generator) == 0 ? "reserved" : "available" }
             let ages = range.map { index in Int64(count - index) * perCopy - Int64.random(in: 0..<max(perCopy, 1), using: &generator) }
-            // Demo copies start no alert fan-out (see `copies_queue_alerts`): a million jobs for nothing.
+            // Demo copies start no alert fan-out (see `copies_inserted`, migration 0041): a million jobs for nothing.
             try await client.transaction(logger: logger) { connection in
                 try await connection.query("SELECT set_config('bookworm.seeding', 'on', true)", logger: logger)
                 try await connection.query("""

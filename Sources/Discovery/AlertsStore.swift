@@ -48,6 +48,8 @@ struct AlertsStore: Sendable {
     /// What the fan-out needs of a copy, read at the start of each batch; nil once the copy is
     /// not available any more (its next availability queues the job again), and nil when no one
     /// wishes for its work: most copies, an import's above all, then cost no fan-out statement.
+    /// A wish committed after this read is not fanned out to here; its own job (`alerts.wish`)
+    /// alerts it to the nearest copies on offer, as for a wish made a moment later.
     func offer(_ copy: UUID, on connection: PostgresConnection) async throws -> OfferedCopy? {
         for row in try await client.execute(OfferSQL(values: [.uuid(copy)]), on: connection, logger: logger) {
             let (owner, ownerName, title, book, condition, workKey, latitude, longitude) =

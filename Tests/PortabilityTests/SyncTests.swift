@@ -2,7 +2,6 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import PostgresNIO
-import Synchronization
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -230,51 +229,6 @@ import Testing
             let taken = try await eventuallySynced(app, taker.token, since: takerStart, count: 2)
             #expect(Set(taken.changes.map { "\($0["type"] as? String ?? "")/\($0["op"] as? String ?? "")" })
                     == ["copy/upsert", "trade/upsert"])
-        }
-    }
-
-    /// An import's chunk inserts its copies in one statement (migration 0041 logs them per
-    /// statement): each is logged for sync in that transaction and has its alerts queued, its
-    /// owner is told once, and a statement that inserts nothing tells no one.
-    @Test func copiesInsertedByOneStatementAreEachLoggedAndQueuedAndAnEmptyInsertTellsNoOne() async throws {
-        try await withApp { app in
-            let me = try await app.registerTrader()
-            let user = try #require(UUID(uuidString: me.id))
-            let book = try #require(UUID(uuidString: (try await app.addCopy(me.token)["book"] as? [String: Any])?["id"] as? String ?? ""))
-            let logger = Logger(label: "test")
-            try await app.db.client.withConnection { listener in
-                let notifications = try await listener.listen("events")
-                let heard = Mutex<[String]>([])
-                let hearing = Task { for try await notification in notifications { heard.withLock { $0.append(notification.payload) } } }
-                defer { hearing.cancel() }
-                func insert() async throws -> [(UUID, String)] {
-                    var rows: [(UUID, String)] = []
-                    for try await row in try await app.db.query("""
-                        INSERT INTO copies (owner_id, book_id, condition, import_key)
-                        SELECT \(user), \(book), 'good', 'chunk:' || n FROM generate_series(1, 3) AS n
-                        ON CONFLICT (owner_id, import_key) WHERE import_key IS NOT NULL DO NOTHING
-                        RETURNING id, pg_current_xact_id()::text
-                        """, logger: logger).decode((UUID, String).self) { rows.append(row) }
-                    return rows
-                }
-                let made = try await insert()
-                #expect(made.count == 3 && Set(made.map(\.1)).count == 1)
-                let ids = made.map(\.0), xid = made.first?.1 ?? ""
-                let logged = try await app.db.query("""
-                    SELECT count(*)::int8 FROM sync_changes
-                    WHERE user_id = \(user) AND kind = 'copy' AND object_id = ANY(\(ids)) AND op = 'upsert' AND xid::text = \(xid)
-                    """, logger: logger)
-                #expect(try await logged.decode(Int64.self).first { _ in true } == 3)
-                let queued = try await app.db.query(
-                    "SELECT count(*)::int8 FROM jobs WHERE kind = 'alerts.copy' AND key = ANY(\(ids.map(\.apiString)))", logger: logger)
-                #expect(try await queued.decode(Int64.self).first { _ in true } == 3)
-                #expect(try await insert().isEmpty)
-                // Notifications arrive in commit order: once the marker is heard, every earlier one has come.
-                try await app.db.query("SELECT pg_notify('events', 'marker')", logger: logger)
-                let came = try await eventually { heard.withLock { $0.contains("marker") } }
-                try #require(came)
-                #expect(heard.withLock { $0.filter { $0.hasPrefix("s \(user.apiString) ") } } == ["s \(user.apiString) \(xid)"])
-            }
         }
     }
 }

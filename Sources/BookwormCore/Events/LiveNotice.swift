@@ -20,7 +20,8 @@ package struct LiveNotice: Sendable, Equatable {
     }
 
     /// The channel every live event travels on. Payloads: `s <user> <xid>` (the user's sync
-    /// scope changed in transaction `xid`; written by `bookworm_sync_log`, migration 0033),
+    /// scope changed in transaction `xid`; written by `bookworm_sync_log`, migration 0033, and for
+    /// inserts of copies and readings by `bookworm_sync_notify`, 0041),
     /// `h <xid>` (every transaction below `xid` had ended when it wrote: migration 0040),
     /// `p <post>` (a post with a place was written), `n <user> <event> <id> <kind>` (a notice).
     package static let channel = "events"
