@@ -95,7 +95,10 @@ struct ImportBatch: Sendable {
     }
 
     /// The oldest book of each record's work, made when there is none, under locks on those works
-    /// (taken in one order, so two imports never deadlock or make a work twice).
+    /// (taken in one order, so two imports never deadlock or make a work twice). Each work's book
+    /// is looked up on its own (`LATERAL … LIMIT 1`, the work index): with the chunk's 500 keys in
+    /// view, PostgreSQL estimated 63 books a work on the bench catalogue and read all 763,000
+    /// books instead (314 ms a chunk against 7).
     private func booksByWork(_ records: [ImportRecord], into created: inout Set<UUID>, on connection: PostgresConnection) async throws -> [UUID] {
         guard !records.isEmpty else { return [] }
         let titles = records.map(\.title), authors = records.map { Self.authorsJSON($0.authors) }
@@ -114,8 +117,8 @@ struct ImportBatch: Sendable {
         let rows = try await connection.query(PostgresQuery(unsafeSQL: """
             WITH keyed AS (\(input)),
             found AS (
-                SELECT DISTINCT ON (b.work_key) b.work_key, b.id FROM books b
-                WHERE b.work_key IN (SELECT key FROM keyed) ORDER BY b.work_key, b.created_at, b.id),
+                SELECT k.key AS work_key, b.id FROM (SELECT DISTINCT key FROM keyed) k
+                CROSS JOIN LATERAL (SELECT b.id FROM books b WHERE b.work_key = k.key ORDER BY b.created_at, b.id LIMIT 1) b),
             inserted AS (
                 INSERT INTO books (title, authors)
                 SELECT DISTINCT ON (key) title, authors FROM keyed WHERE key NOT IN (SELECT work_key FROM found) ORDER BY key, ord
