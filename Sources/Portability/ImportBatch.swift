@@ -98,7 +98,7 @@ struct ImportBatch: Sendable {
     /// (taken in one order, so two imports never deadlock or make a work twice). Each work's book
     /// is looked up on its own (`LATERAL … LIMIT 1`, the work index): with the chunk's 500 keys in
     /// view, PostgreSQL estimated 63 books a work on the bench catalogue and read all 763,000
-    /// books instead (314 ms a chunk against 7).
+    /// books instead (139-314 ms a chunk against 8).
     private func booksByWork(_ records: [ImportRecord], into created: inout Set<UUID>, on connection: PostgresConnection) async throws -> [UUID] {
         guard !records.isEmpty else { return [] }
         let titles = records.map(\.title), authors = records.map { Self.authorsJSON($0.authors) }
