@@ -27,7 +27,8 @@ package struct AlertJobParts: Sendable {
 }
 
 /// `alerts.copy`: a copy became available (a trigger queued this job in the same transaction:
-/// `copies_inserted` for new copies, per statement, `copies_queue_alerts` for changed ones). Wishes for its work are examined in batches, each batch one short
+/// `copies_inserted` for new copies, per statement, `copies_queue_alerts` for changed ones).
+/// Wishes for its work are examined in batches, each batch one short
 /// transaction that writes its alerts and queues their mail, so a book wished by thousands
 /// never holds locks for long and a crash resumes without duplicates (an alert is unique per
 /// wish and copy, and only alerts actually written are mailed).
