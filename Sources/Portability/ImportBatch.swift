@@ -94,9 +94,13 @@ struct ImportBatch: Sendable {
         }
     }
 
+    /// A work's oldest book (`k.key` names the work): the first entry under the key in
+    /// `books_work_oldest_idx` (migration 0042).
+    static let oldestBookOfWork = "SELECT b.id FROM books b WHERE b.work_key = k.key ORDER BY b.created_at, b.id LIMIT 1"
+
     /// The oldest book of each record's work, made when there is none, under locks on those works
     /// (taken in one order, so two imports never deadlock or make a work twice). Each work's book
-    /// is looked up on its own (`LATERAL … LIMIT 1`, the work index): with the chunk's 500 keys in
+    /// is looked up on its own (`LATERAL`, `oldestBookOfWork`): with the chunk's 500 keys in
     /// view, PostgreSQL estimated 63 books a work on the bench catalogue and read all 763,000
     /// books instead (139-314 ms a chunk against 8).
     private func booksByWork(_ records: [ImportRecord], into created: inout Set<UUID>, on connection: PostgresConnection) async throws -> [UUID] {
@@ -118,7 +122,7 @@ struct ImportBatch: Sendable {
             WITH keyed AS (\(input)),
             found AS (
                 SELECT k.key AS work_key, b.id FROM (SELECT DISTINCT key FROM keyed) k
-                CROSS JOIN LATERAL (SELECT b.id FROM books b WHERE b.work_key = k.key ORDER BY b.created_at, b.id LIMIT 1) b),
+                CROSS JOIN LATERAL (\(Self.oldestBookOfWork)) b),
             inserted AS (
                 INSERT INTO books (title, authors)
                 SELECT DISTINCT ON (key) title, authors FROM keyed WHERE key NOT IN (SELECT work_key FROM found) ORDER BY key, ord

@@ -1,5 +1,7 @@
 import Foundation
 import HummingbirdTesting
+import Logging
+import PostgresNIO
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -197,5 +199,27 @@ import Testing
             let theirs = try await app.importFile(other.token, ImportTests.goodreadsFile(), contentType: "text/csv")
             #expect(try await app.request(.get, "/v1/me/imports/\(theirs)", token: me.token).status == .notFound)
         }
+    }
+
+    /// Each record's work gets its oldest book, read as the first index entry under the work's
+    /// key: one row, however many books the work has and whatever the planner guesses of them
+    /// (on `(work_key, id)` it read and sorted all of a work's books, or walked the newest-first
+    /// index through the whole catalogue; migration 0042).
+    @Test func aWorksOldestBookIsOneIndexEntryAwayHoweverManyBooksItHas() async throws {
+        let text = try await withTestDatabase { _, client in
+            let logger = Logger(label: "test")
+            try await client.query("""
+                INSERT INTO books (title, authors, created_at)
+                SELECT 'Work ' || (n % 200), ARRAY['Some Author'], now() - n * interval '1 minute' FROM generate_series(1, 20000) AS n
+                """, logger: logger)
+            try await client.query("ANALYZE books", logger: logger)
+            var text = ""
+            let explain = "EXPLAIN (ANALYZE, FORMAT JSON) SELECT b.id FROM (VALUES ('work 7|some author')) AS k(key) CROSS JOIN LATERAL ("
+                + ImportBatch.oldestBookOfWork + ") b"
+            for try await part in try await client.query(PostgresQuery(unsafeSQL: explain), logger: logger).decode(String.self) { text += part }
+            return text
+        }
+        let plan = try JSONSerialization.jsonObject(with: Data(text.utf8))
+        #expect(PlanRows.read("books", in: plan) == 1, "\(plan)")
     }
 }
