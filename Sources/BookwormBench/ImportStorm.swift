@@ -14,6 +14,8 @@ struct ImportStorm {
     var busyCount = 0
     var idleMiB = 0.0
     var peakMiB = 0.0
+    /// The machine's floor under the probe (`WakeFloor`), measured once the storm is over.
+    var floor: WakeFloor?
 
     var p99Met: Bool { busy.p99 <= 2 * idle.p99 }
     var memoryMet: Bool { peakMiB - idleMiB <= 128 }
@@ -74,6 +76,7 @@ extension PortabilityBenchmark {
         storm.busyCount = busy.all.latencies.count
         storm.peakMiB = server.statusMiB("VmHWM")
         server.database(psql: tools.psql).dropBenchUsers(like: "bench\\_storm%")
+        storm.floor = WakeFloor.measure()
         return storm
     }
 

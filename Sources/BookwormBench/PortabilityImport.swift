@@ -103,6 +103,8 @@ extension PortabilityBenchmark {
              String(format: "idle %.2f ms (%d requests)", storm.idle.p99, storm.busyCount), "<= 2 x idle", storm.p99Met ? "yes" : "NO"],
             ["    server peak memory during (d)", String(format: "%.0f MiB", storm.peakMiB),
              String(format: "idle %.0f MiB", storm.idleMiB), "<= idle + 128 MiB", storm.memoryMet ? "yes" : "NO"],
+            ["    the machine's floor (WakeFloor): a loopback echo's p99", storm.floor.map { String(format: "%.2f x", $0.ratio) } ?? "-",
+             storm.floor?.detail ?? "not measured", "-", "-"],
         ]).render())
         BenchResults.save("portability", [
             ResultRow("full sync, \(full.objects) objects", Double(full.objects) / max(full.seconds, 0.001), "objects/s"),
@@ -114,6 +116,6 @@ extension PortabilityBenchmark {
                       goal: "<= 2 x", met: storm.p99Met),
             ResultRow("server peak memory during the same", storm.peakMiB, "MiB", reference: String(format: "idle %.0f MiB", storm.idleMiB),
                       goal: String(format: "<= %.0f MiB", storm.idleMiB + 128), met: storm.memoryMet),
-        ])
+        ] + (storm.floor.map { [WakeFloor.row($0)] } ?? []))
     }
 }
