@@ -14,8 +14,8 @@ struct ImportStorm {
     var busyCount = 0
     var idleMiB = 0.0
     var peakMiB = 0.0
-    /// The machine's floor under the probe (`WakeFloor`), measured once the storm is over.
-    var floor: WakeFloor?
+    /// Measured once the storm is over and the machine quiet again, to set the p99 beside.
+    var wakeDelay: WakeDelay?
 
     var p99Met: Bool { busy.p99 <= 2 * idle.p99 }
     var memoryMet: Bool { peakMiB - idleMiB <= 128 }
@@ -76,7 +76,8 @@ extension PortabilityBenchmark {
         storm.busyCount = busy.all.latencies.count
         storm.peakMiB = server.statusMiB("VmHWM")
         server.database(psql: tools.psql).dropBenchUsers(like: "bench\\_storm%")
-        storm.floor = WakeFloor.measure()
+        try await waitUntilQuiet(server.database(psql: tools.psql))
+        storm.wakeDelay = WakeDelay.measure()
         return storm
     }
 

@@ -64,8 +64,7 @@ struct PhotosBenchmark {
         let peak = server.statusMiB("VmHWM")
         if refused.value > 0 { print("of the 8 uploads at once, \(refused.value) were refused (503: the queue was full)") }
         report(server: Double(images - failures.value) / seconds, failures: failures.value, reference: reference.rate,
-               idle: Percentiles(idle.all.latencies), busy: Percentiles(busy.all.latencies), before: before, peak: peak, sameSizes: sameSizes,
-               floor: WakeFloor.measure())
+               idle: Percentiles(idle.all.latencies), busy: Percentiles(busy.all.latencies), before: before, peak: peak, sameSizes: sameSizes)
     }
 
     /// A phone-like picture: three bands of Perlin noise (smooth, so it compresses as a photo
@@ -142,7 +141,7 @@ struct PhotosBenchmark {
     }
 
     func report(server: Double, failures: Int, reference: Double, idle: Percentiles, busy: Percentiles, before: Double, peak: Double,
-                sameSizes: Bool, floor: WakeFloor?) {
+                sameSizes: Bool) {
         let ratio = server / reference
         print("""
 
@@ -153,7 +152,6 @@ struct PhotosBenchmark {
               peak RSS, 8 uploads at once  \(String(format: "%.0f", peak)) MiB (\(String(format: "%.0f", before)) before; goal ≤ 600)
               GET /v1/me p99               \(String(format: "%.2f", busy.p99)) ms during, \(String(format: "%.2f", idle.p99)) ms idle \
             (\(String(format: "%.2f", busy.p99 / idle.p99)) ×, goal ≤ 2)
-              the machine's floor          \(floor.map { String(format: "%.2f × (%@)", $0.ratio, $0.detail) } ?? "not measured")
             """)
         BenchResults.save("photos", [
             ResultRow("photos made (PUT, 2 clients)", server, "images/s", reference: "vips thumbnail \(String(format: "%.2f", reference)) images/s",
@@ -161,7 +159,7 @@ struct PhotosBenchmark {
             ResultRow("server peak RSS, 8 uploads at once", peak, "MiB", goal: "<= 600 MiB", met: peak <= 600),
             ResultRow("GET /v1/me p99 during uploads", busy.p99, "ms", reference: "idle \(String(format: "%.2f", idle.p99)) ms",
                       ratio: busy.p99 / idle.p99, goal: "<= 2 x", met: busy.p99 <= 2 * idle.p99),
-        ] + (floor.map { [WakeFloor.row($0)] } ?? []))
+        ])
     }
 }
 

@@ -206,20 +206,26 @@ import Testing
     /// (on `(work_key, id)` it read and sorted all of a work's books, or walked the newest-first
     /// index through the whole catalogue; migration 0042).
     @Test func aWorksOldestBookIsOneIndexEntryAwayHoweverManyBooksItHas() async throws {
-        let text = try await withTestDatabase { _, client in
+        let (text, older) = try await withTestDatabase { _, client in
             let logger = Logger(label: "test")
             try await client.query("""
                 INSERT INTO books (title, authors, created_at)
                 SELECT 'Work ' || (n % 200), ARRAY['Some Author'], now() - n * interval '1 minute' FROM generate_series(1, 20000) AS n
                 """, logger: logger)
             try await client.query("ANALYZE books", logger: logger)
-            var text = ""
-            let explain = "EXPLAIN (ANALYZE, FORMAT JSON) SELECT b.id FROM (VALUES ('work 7|some author')) AS k(key) CROSS JOIN LATERAL ("
+            let lookup = "SELECT b.id FROM (VALUES (bookworm_work_key('Work 7', ARRAY['Some Author']))) AS k(key) CROSS JOIN LATERAL ("
                 + ImportBatch.oldestBookOfWork + ") b"
-            for try await part in try await client.query(PostgresQuery(unsafeSQL: explain), logger: logger).decode(String.self) { text += part }
-            return text
+            var plan = ""
+            for try await part in try await client.query(PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, FORMAT JSON) " + lookup),
+                                                         logger: logger).decode(String.self) { plan += part }
+            // How many of the work's books are older than the one found: none.
+            let older = try await client.query(PostgresQuery(unsafeSQL: """
+                SELECT count(*) FROM books WHERE title = 'Work 7' AND created_at < (SELECT created_at FROM books WHERE id = (\(lookup)))
+                """), logger: logger).decode(Int64.self).first { _ in true }
+            return (plan, older)
         }
         let plan = try JSONSerialization.jsonObject(with: Data(text.utf8))
         #expect(PlanRows.read("books", in: plan) == 1, "\(plan)")
+        #expect(older == 0)
     }
 }
