@@ -103,7 +103,8 @@ extension PortabilityBenchmark {
              String(format: "idle %.2f ms; %d requests during", storm.idle.p99, storm.busyCount), "<= 2 x idle", storm.p99Met ? "yes" : "NO"],
             ["    server peak memory during (d)", String(format: "%.0f MiB", storm.peakMiB),
              String(format: "idle %.0f MiB", storm.idleMiB), "<= idle + 128 MiB", storm.memoryMet ? "yes" : "NO"],
-            ["    one wake-up beside one core of other work (WakeDelay)", storm.wakeDelay.map { String(format: "+%.2f ms", $0.addedMillis) } ?? "-",
+            ["    a loopback round trip beside one core of bursty work (WakeDelay)",
+             storm.wakeDelay.map { String(format: "%+.2f ms", $0.addedMillis) } ?? "-",
              storm.wakeDelay.map { Self.wakeDetail($0, probeIdle: storm.idle.p99) } ?? "not measured", "-", "-"],
         ]).render())
         BenchResults.save("portability", [
@@ -117,14 +118,14 @@ extension PortabilityBenchmark {
             ResultRow("server peak memory during the same", storm.peakMiB, "MiB", reference: String(format: "idle %.0f MiB", storm.idleMiB),
                       goal: String(format: "<= %.0f MiB", storm.idleMiB + 128), met: storm.memoryMet),
         ] + (storm.wakeDelay.map {
-            [ResultRow("one wake-up beside one core of other work, no project code (loopback echo p99)", $0.busy.p99, "ms",
+            [ResultRow("a loopback round trip beside one core of bursty work, no project code (echo p99)", $0.busy.p99, "ms",
                        reference: Self.wakeDetail($0, probeIdle: storm.idle.p99))]
         } ?? []))
     }
 
-    /// The echo's two p99s, and the storm probe's idle p99 with the difference added, as a ratio.
+    /// The echo's two p99s, and the storm probe's idle p99 with their difference added, as a ratio.
     static func wakeDetail(_ delay: WakeDelay, probeIdle: Double) -> String {
-        String(format: "echo p99 idle %.2f ms, beside the work %.2f ms; the idle probe plus that: %.1f x", delay.idle.p99,
+        String(format: "echo p99 idle %.2f ms, beside the work %.2f ms; the idle probe plus the difference: %.1f x", delay.idle.p99,
                delay.busy.p99, delay.ratio(onIdle: probeIdle))
     }
 }

@@ -4,26 +4,25 @@ import Foundation
 import Glibc
 #endif
 
-/// What a wake-up costs on this machine when other work at normal priority keeps about one of
-/// its cores busy, as perf sched showed during the import storm (the import's PostgreSQL backend,
-/// the server's own I/O), measured with no project code at all: one byte echoed over loopback
-/// TCP at the storm probe's pace (every 10 ms), alone, then beside four threads that each spin
-/// 1 ms in every 4 and sleep the rest. The difference of the two p99s is what one wait for a core
-/// adds to a request at p99. It puts the storm's `GET /v1/me` goal in proportion: perf sched of a
-/// storm showed the server's event loops waiting 1-3 ms for one core while the other was idle.
+/// What waking up costs on this machine while bursty work at normal priority keeps about one
+/// of its cores busy, measured with no project code at all: one byte echoed over loopback TCP
+/// at the storm probe's pace (every 10 ms), alone, then beside four threads that each spin 1 ms
+/// in every 4 and sleep the rest (a thread spinning without sleeping costs the echo nothing).
+/// Each echo is two wake-ups, the echo's thread and then the caller's, and the difference of
+/// the two p99s is what such waits add to a round trip. It sets the storm's `GET /v1/me` goal
+/// in proportion; it is not a bound on it.
 struct WakeDelay {
     let idle: Percentiles
     let busy: Percentiles
     var addedMillis: Double { busy.p99 - idle.p99 }
 
-    /// The probe's idle p99 with `addedMillis` added, over that idle p99: the ratio a probe would
-    /// show if its slowest requests met one such wait and nothing else.
+    /// The probe's idle p99 with `addedMillis` added, over that idle p99: what a probe whose
+    /// slowest requests met what the echo's did, and nothing else, would show.
     func ratio(onIdle probeIdle: Double) -> Double { (probeIdle + addedMillis) / max(probeIdle, 0.001) }
 
     /// Nil when the loopback pair cannot be made or a phase gathered too few echoes for a p99.
     static func measure(seconds: Double = 10) -> WakeDelay? {
-        guard let echo = Echo() else { return nil }
-        let idle = echo.pingPong(seconds: seconds)
+        guard let echo = Echo(), let idle = echo.pingPong(seconds: seconds) else { return nil }
         let stop = LockedFlag()
         for _ in 0..<4 {
             Thread {
@@ -36,13 +35,13 @@ struct WakeDelay {
         }
         let busy = echo.pingPong(seconds: seconds)
         stop.set()
-        guard idle.count >= 100, busy.count >= 100 else { return nil }
+        guard let busy, idle.count >= 100, busy.count >= 100 else { return nil }
         return WakeDelay(idle: Percentiles(idle), busy: Percentiles(busy))
     }
 
     /// A loopback TCP pair whose far end echoes each byte from a thread of its own. The client
     /// waits at most a second for an echo, so a far end that failed ends the measure, not the run.
-    private final class Echo: Sendable {
+    private final class Echo {
         private let client: Int32
         private let listener: Int32
 
@@ -81,13 +80,14 @@ struct WakeDelay {
             close(listener)
         }
 
-        func pingPong(seconds: Double) -> [Double] {
+        /// Nil when an echo failed or came late: a late one would be read as the next one's.
+        func pingPong(seconds: Double) -> [Double]? {
             var latencies: [Double] = []
             let until = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
             var byte: UInt8 = 1
             while ContinuousClock.now < until {
                 let begun = ContinuousClock.now
-                guard send(client, &byte, 1, Int32(MSG_NOSIGNAL)) == 1, read(client, &byte, 1) == 1 else { break }
+                guard send(client, &byte, 1, Int32(MSG_NOSIGNAL)) == 1, read(client, &byte, 1) == 1 else { return nil }
                 latencies.append((ContinuousClock.now - begun).milliseconds)
                 usleep(10_000)
             }
