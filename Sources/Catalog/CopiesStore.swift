@@ -40,8 +40,6 @@ package struct CopiesStore: Sendable {
             (SELECT p.width || ' ' || p.height || ' ' || p.blurhash FROM photos p WHERE p.id = c.photo_id) END
         """
     package static let joins = "FROM copies c JOIN books b ON b.id = c.book_id JOIN users u ON u.id = c.owner_id"
-    /// How many of `columns` there are: a statement's own columns after them start here.
-    static let columnCount = 17
 
     /// Copies older than the cursor whose position and id are the parameters `micros` and `id`,
     /// in (created_at, id) order: every library statement's keyset.
@@ -60,16 +58,15 @@ package struct CopiesStore: Sendable {
                  createdAt: row.6, updatedAt: row.7, createdMicros: row.8)
     }
 
-    /// The same row read from `cells` starting at column `first` (for statements that put other
-    /// columns before it).
-    package static func row(_ cells: PostgresRandomAccessRow, from first: Int) throws -> Row {
-        let cell = { (column: Int) in cells[first + column] }
-        return (try cell(0).decode(UUID.self), try cell(1).decode(String.self), try cell(2).decode(String.self),
-                try cell(3).decode(String?.self), try cell(4).decode(UUID?.self), try cell(5).decode(String?.self),
-                try cell(6).decode(Date.self), try cell(7).decode(Date.self), try cell(8).decode(Int64.self),
-                try cell(9).decode(UUID.self), try cell(10).decode(String?.self), try cell(11).decode(String.self),
-                try cell(12).decode([String].self), try cell(13).decode(UUID.self), try cell(14).decode(String.self),
-                try cell(15).decode(String?.self), try cell(16).decode(String?.self))
+    /// The row read from `cells`, column by column in order, where a statement's own columns
+    /// before it have been read already.
+    package static func row(_ cells: inout RowCells) throws -> Row {
+        (try cells.next(UUID.self), try cells.next(String.self), try cells.next(String.self),
+         try cells.next(String?.self), try cells.next(UUID?.self), try cells.next(String?.self),
+         try cells.next(Date.self), try cells.next(Date.self), try cells.next(Int64.self),
+         try cells.next(UUID.self), try cells.next(String?.self), try cells.next(String.self),
+         try cells.next([String].self), try cells.next(UUID.self), try cells.next(String.self),
+         try cells.next(String?.self), try cells.next(String?.self))
     }
 
     /// A client-made `id` another copy has already was answered by `clientMade` first; one
@@ -142,8 +139,8 @@ package struct CopiesStore: Sendable {
     /// one prepared statement: the copy's page read them in two statements, each planned anew.
     func detail(_ id: UUID) async throws -> (copy: CopyView, shown: Bool)? {
         guard let row = try await client.execute(CopyDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
-        let cells = PostgresRandomAccessRow(row)
-        return (Self.view(try Self.row(cells, from: 0)), try cells[Self.columnCount].decode(Bool.self))
+        var cells = RowCells(row)
+        return (Self.view(try Self.row(&cells)), try cells.next(Bool.self))
     }
 
     /// Newest first by keyset; one query per page whatever its length.
@@ -165,7 +162,10 @@ package struct CopiesStore: Sendable {
     /// through PostgresNIO's parameter packs looked up generic metadata for every cell, 14 % of
     /// the server's CPU for a library page of 20 (perf, 2026-11-26).
     package static func views(_ rows: [PostgresRow]) throws -> [CopyView] {
-        try rows.map { view(try Self.row(PostgresRandomAccessRow($0), from: 0)) }
+        try rows.map { row in
+            var cells = RowCells(row)
+            return view(try Self.row(&cells))
+        }
     }
 
     /// Built as text plus values so the benchmark can hand the identical SQL to pgbench. Only the

@@ -223,12 +223,12 @@ struct AlertsStore: Sendable {
             """, logger: logger)
         var views: [AlertView] = []
         for try await row in rows {
-            let cells = row.makeRandomAccess()
-            views.append(AlertView(id: try cells[0].decode(UUID.self),
-                                   wish: try WishesStore.view(cells, from: 4),
-                                   copy: CopiesStore.view(try CopiesStore.row(cells, from: 4 + WishesStore.columnCount)),
-                                   distanceKm: try cells[1].decode(Double.self), createdAt: try cells[2].decode(Date.self),
-                                   createdMicros: try cells[3].decode(Int64.self)))
+            var cells = RowCells(row)
+            let (id, distance, createdAt, micros) = (try cells.next(UUID.self), try cells.next(Double.self),
+                                                     try cells.next(Date.self), try cells.next(Int64.self))
+            let wish = try WishesStore.view(&cells)
+            views.append(AlertView(id: id, wish: wish, copy: CopiesStore.view(try CopiesStore.row(&cells)),
+                                   distanceKm: distance, createdAt: createdAt, createdMicros: micros))
         }
         return views
     }

@@ -44,11 +44,10 @@ package struct LivePostsStore: Sendable {
             """, logger: logger)
         var posts: [LivePost] = []
         for try await row in rows {
-            let cells = PostgresRandomAccessRow(row)
-            let count = PostsStore.columnCount
-            posts.append(LivePost(view: PostsStore.view(try PostsStore.row(cells)), authorID: try cells[count].decode(UUID.self),
-                                  point: GeoPoint(latitude: try cells[count + 1].decode(Double.self),
-                                                  longitude: try cells[count + 2].decode(Double.self))))
+            var cells = RowCells(row)
+            let post = try PostsStore.row(&cells)
+            posts.append(LivePost(view: PostsStore.view(post), authorID: try cells.next(UUID.self),
+                                  point: GeoPoint(latitude: try cells.next(Double.self), longitude: try cells.next(Double.self))))
         }
         return posts
     }

@@ -97,10 +97,12 @@ extension NearbyStore {
                                   statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
     }
 
-    static func owner(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyOwner {
-        NearbyOwner(user: OwnerSummary(id: try cells[3].decode(UUID.self), username: try cells[4].decode(String.self),
-                                       displayName: try cells[5].decode(String?.self)),
-                    distanceKm: try cells[2].decode(Double.self), matchingCopies: Int(try cells[6].decode(Int64.self)), sortKey: chord)
+    /// Columns 2–6: distance, the owner, their matching copies.
+    static func owner(_ cells: inout RowCells, chord: Double) throws -> NearbyOwner {
+        let distance = try cells.next(Double.self)
+        return NearbyOwner(user: OwnerSummary(id: try cells.next(UUID.self), username: try cells.next(String.self),
+                                              displayName: try cells.next(String?.self)),
+                           distanceKm: distance, matchingCopies: Int(try cells.next(Int64.self)), sortKey: chord)
     }
 }
 

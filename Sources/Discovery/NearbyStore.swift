@@ -173,9 +173,11 @@ package struct NearbyStore: Sendable {
                                   statement: { NearbyCopiesSQL(values: values($0)) }, row: Self.copy)
     }
 
-    static func copy(_ cells: PostgresRandomAccessRow, chord: Double) throws -> NearbyCopy {
-        NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(cells, from: 5)), distanceKm: try cells[2].decode(Double.self),
-                   sortKey: chord, place: PublicPlace(latitude: try cells[3].decode(Double.self), longitude: try cells[4].decode(Double.self)))
+    /// Columns 2–4 (distance, public point) and the copy's after them.
+    static func copy(_ cells: inout RowCells, chord: Double) throws -> NearbyCopy {
+        let distance = try cells.next(Double.self)
+        let place = PublicPlace(latitude: try cells.next(Double.self), longitude: try cells.next(Double.self))
+        return NearbyCopy(copy: CopiesStore.view(try CopiesStore.row(&cells)), distanceKm: distance, sortKey: chord, place: place)
     }
 
     /// Runs `statement` for `firstRound` pins, then 8 times as many each round, until a
@@ -186,17 +188,17 @@ package struct NearbyStore: Sendable {
     /// row of owners, the sentinel of copies) and its second is the row's chord, null on a row
     /// with no data (the owners' meta row of an empty page, the copies' sentinel).
     func inRounds<Statement: PreparedSQL, Row>(
-        limit: Int, firstRound: Int, statement: (Int) -> Statement, row: (PostgresRandomAccessRow, Double) throws -> Row) async throws -> [Row]
+        limit: Int, firstRound: Int, statement: (Int) -> Statement, row: (inout RowCells, Double) throws -> Row) async throws -> [Row]
     {
         var pinLimit = firstRound
         while true {
             var result: [Row] = []
             var more = false
             for found in try await client.executeOnGenericPlan(statement(pinLimit), on: nil, logger: logger) {
-                let cells = PostgresRandomAccessRow(found)
-                more = try cells[0].decode(Bool.self) || more
-                guard let chord = try cells[1].decode(Double?.self) else { continue }
-                result.append(try row(cells, chord))
+                var cells = RowCells(found)
+                more = try cells.next(Bool.self) || more
+                guard let chord = try cells.next(Double?.self) else { continue }
+                result.append(try row(&cells, chord))
             }
             if Self.isComplete(more: more, rows: result.count, limit: limit) { return result }
             pinLimit *= 8

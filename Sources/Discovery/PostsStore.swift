@@ -23,19 +23,17 @@ package struct PostsStore: Sendable {
         u.id, u.username, u.display_name, b.id, b.isbn13, b.title, b.authors
         """
     package static let joins = "FROM posts po JOIN users u ON u.id = po.author_id LEFT JOIN books b ON b.id = po.book_id"
-    /// How many of `columns` there are: a statement's own columns after them start here.
-    static let columnCount = 13
 
     package typealias Row = (UUID, String, String, UUID?, Date, Int64, UUID, String, String?, UUID?, String?, String?, [String]?)
 
     /// Column by column with concrete types: decoding the tuple through PostgresNIO's generic
     /// parameter pack cost a tenth of a feed request's CPU.
-    static func row(_ cells: PostgresRandomAccessRow) throws -> Row {
-        (try cells[0].decode(UUID.self), try cells[1].decode(String.self), try cells[2].decode(String.self),
-         try cells[3].decode(UUID?.self), try cells[4].decode(Date.self), try cells[5].decode(Int64.self),
-         try cells[6].decode(UUID.self), try cells[7].decode(String.self), try cells[8].decode(String?.self),
-         try cells[9].decode(UUID?.self), try cells[10].decode(String?.self), try cells[11].decode(String?.self),
-         try cells[12].decode([String]?.self))
+    static func row(_ cells: inout RowCells) throws -> Row {
+        (try cells.next(UUID.self), try cells.next(String.self), try cells.next(String.self),
+         try cells.next(UUID?.self), try cells.next(Date.self), try cells.next(Int64.self),
+         try cells.next(UUID.self), try cells.next(String.self), try cells.next(String?.self),
+         try cells.next(UUID?.self), try cells.next(String?.self), try cells.next(String?.self),
+         try cells.next([String]?.self))
     }
 
     package static func view(_ row: Row, distance: Double? = nil) -> PostView {
@@ -59,8 +57,8 @@ package struct PostsStore: Sendable {
     /// one prepared statement, as a copy's page reads its copy (`CopiesStore.detail`).
     func detail(_ id: UUID) async throws -> (post: PostView, shown: Bool)? {
         guard let row = try await client.execute(PostDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
-        let cells = PostgresRandomAccessRow(row)
-        return (Self.view(try Self.row(cells)), try cells[Self.columnCount].decode(Bool.self))
+        var cells = RowCells(row)
+        return (Self.view(try Self.row(&cells)), try cells.next(Bool.self))
     }
 
     /// The posts among `ids` that `author` wrote (delta sync).
@@ -77,9 +75,9 @@ package struct PostsStore: Sendable {
         let (statement, grid) = Self.listPlan(filter, limit: limit, after: after)
         var collected: [PostView] = []
         func add(_ row: PostgresRow) throws {
-            let cells = PostgresRandomAccessRow(row)
-            let distance = filter.near == nil ? nil : try cells[13].decode(Double.self)
-            collected.append(Self.view(try Self.row(cells), distance: distance))
+            var cells = RowCells(row)
+            let post = try Self.row(&cells)
+            collected.append(Self.view(post, distance: filter.near == nil ? nil : try cells.next(Double.self)))
         }
         if let grid {
             for row in try await gridRows(grid, statement.values, on: connection) { try add(row) }

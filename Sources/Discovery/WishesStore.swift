@@ -17,7 +17,6 @@ struct WishesStore: Sendable {
         (EXTRACT(EPOCH FROM w.created_at) * 1000000)::int8
         """
     }
-    static let columnCount = 11
 
     /// Locks the wisher's row, so the count and the insert that follows cannot interleave with
     /// another request's: the limit holds for parallel requests.
@@ -96,18 +95,21 @@ struct WishesStore: Sendable {
             """, logger: logger))
     }
 
-    static func view(_ cells: PostgresRandomAccessRow, from first: Int) throws -> WishView {
-        WishView(id: try cells[first].decode(UUID.self),
-                 book: BookSummary(id: try cells[first + 1].decode(UUID.self), isbn13: try cells[first + 2].decode(String?.self),
-                                   title: try cells[first + 3].decode(String.self), authors: try cells[first + 4].decode([String].self)),
-                 anyEdition: try cells[first + 5].decode(Bool.self), radiusKm: try cells[first + 6].decode(Double.self),
-                 pinID: try cells[first + 7].decode(UUID?.self), minCondition: try cells[first + 8].decode(String?.self),
-                 createdAt: try cells[first + 9].decode(Date.self), createdMicros: try cells[first + 10].decode(Int64.self))
+    static func view(_ cells: inout RowCells) throws -> WishView {
+        WishView(id: try cells.next(UUID.self),
+                 book: BookSummary(id: try cells.next(UUID.self), isbn13: try cells.next(String?.self),
+                                   title: try cells.next(String.self), authors: try cells.next([String].self)),
+                 anyEdition: try cells.next(Bool.self), radiusKm: try cells.next(Double.self),
+                 pinID: try cells.next(UUID?.self), minCondition: try cells.next(String?.self),
+                 createdAt: try cells.next(Date.self), createdMicros: try cells.next(Int64.self))
     }
 
     private static func views(_ rows: Rows) async throws -> [WishView] {
         var views: [WishView] = []
-        for try await row in rows { views.append(try view(row.makeRandomAccess(), from: 0)) }
+        for try await row in rows {
+            var cells = RowCells(row)
+            views.append(try view(&cells))
+        }
         return views
     }
 }
