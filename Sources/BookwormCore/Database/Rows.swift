@@ -32,11 +32,13 @@ struct Transfer<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
-/// A row's cells decoded once each, in column order, through PostgresNIO's row iterator.
-/// `PostgresRandomAccessRow` first copies every cell into an array of its own, which with the
-/// array's release cost about 4 % of the server's CPU on a nearby page of 50 rows of 22 columns.
-/// One method per column type, not one generic: a generic `next` called from another module
-/// was not specialised there and looked up the type's metadata for every cell.
+/// A row's cells decoded once each, in column order, through PostgresNIO's row iterator, so a
+/// statement that puts its own columns before or after a shared list (`CopiesStore.columns`)
+/// reads them in turn, with no offsets to keep in step with the list. It also skips the array of
+/// cells `PostgresRandomAccessRow` makes first: 1.7 % of a nearby page's server CPU (perf), too
+/// little to show in a full benchmark run. One method per column type, not one generic: a
+/// generic `next` called from another module was not specialised there and looked up the
+/// type's metadata for every cell (a nearby page's server CPU up by a sixth).
 package struct RowCells {
     private var cells: PostgresRow.Iterator
 
