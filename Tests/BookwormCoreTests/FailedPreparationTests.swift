@@ -22,8 +22,10 @@ import Testing
             }
             #expect(failure.flatMap { ServerError.sqlState(of: $0) } == "25P02")
             #expect(database.usage.snapshot.inUse == 0)
+            #expect(database.usage.replaced == 0, "replaced at its next lease, not at once")
             let rows = try await database.execute(ProbeSQL(), logger: logger)
             #expect(try rows.first.map { try $0.decode(Int64.self) } == 0)
+            #expect(database.usage.replaced == 1)
         }
     }
 
@@ -49,6 +51,7 @@ import Testing
             try await holder.value
             let rows = try await database.execute(ProbeSQL(), logger: logger)
             #expect(try rows.first.map { try $0.decode(Int64.self) } == 0)
+            #expect(database.usage.replaced == 1)
         }
     }
 
@@ -68,6 +71,8 @@ import Testing
             try await spoil(size)
             let rows = try await database.execute(ProbeSQL(), logger: logger)
             #expect(try rows.first.map { try $0.decode(Int64.self) } == 0)
+            // Each spoilt one it was handed, at least one: the pool may open a fresh one first.
+            #expect((1...size).contains(database.usage.replaced))
         }
     }
 

@@ -90,7 +90,7 @@ package struct Database: Sendable {
         async throws -> [Statement.Row]
     {
         try await withConnection { connection in
-            try await FailedPreparation.watching(connection) {
+            try await FailedPreparation.watching(connection, logger: logger) {
                 var rows: [Statement.Row] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
                 return Transfer(rows)
@@ -118,7 +118,7 @@ package struct Database: Sendable {
     {
         // PostgresNIO's default name is `String(reflecting:)` of the type, built on every run.
         assert(Statement.name.hasPrefix("bookworm_"), "\(Statement.self) needs a static name")
-        return try await FailedPreparation.watching(connection) {
+        return try await FailedPreparation.watching(connection, logger: logger) {
             var rows: [PostgresRow] = []
             for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
             return rows
@@ -194,6 +194,7 @@ package struct Database: Sendable {
             do {
                 return try await client.withConnection { connection in
                     if FailedPreparation.take(connection) {
+                        usage.countReplacement()
                         try? await connection.close()
                         throw Spoilt()
                     }

@@ -1,3 +1,4 @@
+import Logging
 import PostgresNIO
 import Synchronization
 
@@ -12,7 +13,8 @@ import Synchronization
 /// (`HeldTransaction`) keeps its connection to the end, so a deadlock met while preparing
 /// fails that request however often the conflict is retried; the next request is served.
 /// Errors of statements already prepared mark too (PostgresNIO does not say which it was):
-/// under statement timeouts the pool opens connections anew, a few milliseconds each.
+/// under statement timeouts the pool opens connections anew, a few milliseconds each, which
+/// `bookworm_db_connections_replaced_total` counts.
 package enum FailedPreparation {
     private final class Weak: Sendable {
         weak let connection: PostgresConnection?
@@ -22,12 +24,15 @@ package enum FailedPreparation {
     private static let marked = Mutex<[ObjectIdentifier: Weak]>([:])
 
     /// `run`, a prepared statement's execution on `connection`, marking the connection after
-    /// an error that may have come from preparing the statement.
-    package static func watching<T>(_ connection: PostgresConnection, _ run: () async throws -> T) async throws -> T {
+    /// an error that may have come from preparing the statement. The error goes on to the
+    /// caller; the mark is logged here, since only here is it known to cost a connection.
+    package static func watching<T>(_ connection: PostgresConnection, logger: Logger, _ run: () async throws -> T) async throws -> T {
         do {
             return try await run()
         } catch where mayHaveFailedPreparing(error) {
             mark(connection)
+            logger.notice("the connection is replaced at its next lease: a prepared statement on it failed",
+                          metadata: ["sqlstate": .string(ServerError.sqlState(of: error) ?? "")])
             throw error
         }
     }

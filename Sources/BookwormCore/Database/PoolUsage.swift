@@ -1,13 +1,27 @@
+import Metrics
 import Synchronization
 
-/// Pooled connections in use and callers waiting for one, for `/metrics`. Shared by every copy
-/// of a `Database` made from the same pool.
+/// Pooled connections in use and callers waiting for one, for `/metrics`, and how many
+/// connections a failed preparation spoilt were replaced (`FailedPreparation`). Shared by every
+/// copy of a `Database` made from the same pool.
 package final class PoolUsage: Sendable {
     private let counts = Mutex((waiting: 0, inUse: 0))
+    private let replacements = Atomic(0)
 
     package init() {}
 
     package var snapshot: (waiting: Int, inUse: Int) { counts.withLock { $0 } }
+
+    /// Connections closed and replaced since the pool opened.
+    package var replaced: Int { replacements.load(ordering: .relaxed) }
+
+    /// One more connection replaced; also `bookworm_db_connections_replaced_total`, so an
+    /// operator sees a pool that keeps reopening connections (a lock held past the statement
+    /// timeout, or statements that keep timing out).
+    func countReplacement() {
+        replacements.add(1, ordering: .relaxed)
+        Counter(label: "bookworm_db_connections_replaced_total").increment()
+    }
 
     /// One caller's way through the pool: waiting, then leased (and released) or given up on.
     /// A caller answered at its deadline may still get its connection afterwards; the ticket

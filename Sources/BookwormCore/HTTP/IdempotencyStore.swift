@@ -63,7 +63,7 @@ package struct IdempotencyStore: Sendable {
     /// The key's lock for the transaction, if no other request holds it.
     func lock(_ scope: IdempotencyScope, key: String, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         var locked = false
-        try await FailedPreparation.watching(connection) {
+        try await FailedPreparation.watching(connection, logger: logger) {
             for try await row in try await connection.execute(ClaimKeySQL(lockName: scope.name + "\n" + key), logger: logger) { locked = row }
         }
         return locked
@@ -74,7 +74,7 @@ package struct IdempotencyStore: Sendable {
     func keep(_ answer: KeptAnswer, scope: IdempotencyScope, key: String, on connection: PostgresConnection, logger: Logger) async throws {
         let statement = KeepAnswerSQL(answer: answer, scope: scope, key: key, now: clock.now(), cutoff: cutoff)
         var outcome: (present: Bool, kept: Bool)?
-        try await FailedPreparation.watching(connection) {
+        try await FailedPreparation.watching(connection, logger: logger) {
             for try await row in try await connection.execute(statement, logger: logger) { outcome = row }
         }
         guard let outcome else { throw AppError.unavailable("no answer from keep") }
