@@ -16,6 +16,7 @@ package enum AppMetrics {
     /// Once per process, before any metric is made.
     package static func bootstrap() {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        _ = Counter(label: PoolUsage.replacedMetric)
     }
 }
 

@@ -140,7 +140,9 @@ package struct CopiesStore: Sendable {
     func detail(_ id: UUID) async throws -> (copy: CopyView, shown: Bool)? {
         guard let row = try await client.execute(CopyDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
         var cells = RowCells(row)
-        return (Self.view(try Self.row(&cells)), try cells.next(Bool.self))
+        let detail = (Self.view(try Self.row(&cells)), try cells.next(Bool.self))
+        try cells.end()
+        return detail
     }
 
     /// Newest first by keyset; one query per page whatever its length.
@@ -158,13 +160,15 @@ package struct CopiesStore: Sendable {
         return try Self.views(try await client.query(statement.query, on: connection, logger: logger).rows)
     }
 
-    /// Every row of a page of `columns`, decoded column by column: decoding the 16-column tuple
+    /// Every row of a page of `columns`, decoded column by column: decoding the 17-column tuple
     /// through PostgresNIO's parameter packs looked up generic metadata for every cell, 14 % of
     /// the server's CPU for a library page of 20 (perf, 2026-11-26).
     package static func views(_ rows: [PostgresRow]) throws -> [CopyView] {
         try rows.map { row in
             var cells = RowCells(row)
-            return view(try Self.row(&cells))
+            let copy = try Self.row(&cells)
+            try cells.end()
+            return view(copy)
         }
     }
 

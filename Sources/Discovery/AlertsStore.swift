@@ -229,6 +229,7 @@ struct AlertsStore: Sendable {
             let wish = try WishesStore.view(&cells)
             views.append(AlertView(id: id, wish: wish, copy: CopiesStore.view(try CopiesStore.row(&cells)),
                                    distanceKm: distance, createdAt: createdAt, createdMicros: micros))
+            try cells.end()
         }
         return views
     }

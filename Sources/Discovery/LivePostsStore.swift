@@ -48,6 +48,7 @@ package struct LivePostsStore: Sendable {
             let post = try PostsStore.row(&cells)
             posts.append(LivePost(view: PostsStore.view(post), authorID: try cells.next(UUID.self),
                                   point: GeoPoint(latitude: try cells.next(Double.self), longitude: try cells.next(Double.self))))
+            try cells.end()
         }
         return posts
     }

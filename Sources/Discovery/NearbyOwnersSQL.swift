@@ -97,7 +97,7 @@ extension NearbyStore {
                                   statement: { NearbyOwnersSQL(values: values($0)) }, row: Self.owner)
     }
 
-    /// Columns 2–6: distance, the owner, their matching copies.
+    /// The rest of a row of `ownersSQL`, in the order of its `SELECT`.
     static func owner(_ cells: inout RowCells, chord: Double) throws -> NearbyOwner {
         let distance = try cells.next(Double.self)
         return NearbyOwner(user: OwnerSummary(id: try cells.next(UUID.self), username: try cells.next(String.self),

@@ -173,7 +173,7 @@ package struct NearbyStore: Sendable {
                                   statement: { NearbyCopiesSQL(values: values($0)) }, row: Self.copy)
     }
 
-    /// Columns 2–4 (distance, public point) and the copy's after them.
+    /// The rest of a row of `copiesSQL`, in the order of its `SELECT`.
     static func copy(_ cells: inout RowCells, chord: Double) throws -> NearbyCopy {
         let distance = try cells.next(Double.self)
         let place = PublicPlace(latitude: try cells.next(Double.self), longitude: try cells.next(Double.self))
@@ -199,6 +199,7 @@ package struct NearbyStore: Sendable {
                 more = try cells.next(Bool.self) || more
                 guard let chord = try cells.next(Double?.self) else { continue }
                 result.append(try row(&cells, chord))
+                try cells.end()
             }
             if Self.isComplete(more: more, rows: result.count, limit: limit) { return result }
             pinLimit *= 8

@@ -58,7 +58,9 @@ package struct PostsStore: Sendable {
     func detail(_ id: UUID) async throws -> (post: PostView, shown: Bool)? {
         guard let row = try await client.execute(PostDetailSQL(values: [.uuid(id)]), logger: logger).first else { return nil }
         var cells = RowCells(row)
-        return (Self.view(try Self.row(&cells)), try cells.next(Bool.self))
+        let detail = (Self.view(try Self.row(&cells)), try cells.next(Bool.self))
+        try cells.end()
+        return detail
     }
 
     /// The posts among `ids` that `author` wrote (delta sync).
@@ -78,6 +80,7 @@ package struct PostsStore: Sendable {
             var cells = RowCells(row)
             let post = try Self.row(&cells)
             collected.append(Self.view(post, distance: filter.near == nil ? nil : try cells.next(Double.self)))
+            try cells.end()
         }
         if let grid {
             for row in try await gridRows(grid, statement.values, on: connection) { try add(row) }

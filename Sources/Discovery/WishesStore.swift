@@ -109,6 +109,7 @@ struct WishesStore: Sendable {
         for try await row in rows {
             var cells = RowCells(row)
             views.append(try view(&cells))
+            try cells.end()
         }
         return views
     }

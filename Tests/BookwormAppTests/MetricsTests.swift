@@ -44,6 +44,7 @@ import Testing
             #expect(Self.sample(text, "bookworm_hash_waiting") == 0)
             #expect(Self.sample(text, "bookworm_db_connections_waiting") == 0)
             #expect(Self.sample(text, "bookworm_db_connections_in_use") != nil)
+            #expect(Self.sample(text, "bookworm_db_connections_replaced_total") == 0, "listed before the first one")
 
             // Two more: the counter moves by two.
             for _ in 0..<2 { _ = try rawRequest(port: server.port, "GET", "/v1/users/nobody_here") }

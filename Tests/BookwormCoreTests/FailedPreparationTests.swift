@@ -26,6 +26,8 @@ import Testing
             let rows = try await database.execute(ProbeSQL(), logger: logger)
             #expect(try rows.first.map { try $0.decode(Int64.self) } == 0)
             #expect(database.usage.replaced == 1)
+            _ = try await database.execute(ProbeSQL(), logger: logger)
+            #expect(database.usage.replaced == 1, "the mark is taken once")
         }
     }
 

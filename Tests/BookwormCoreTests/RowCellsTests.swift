@@ -26,6 +26,7 @@ import Testing
             #expect(try cells.next(Int64.self) == 7)
             #expect(try cells.next(Date.self) == Date(timeIntervalSince1970: 1_767_323_045))
             #expect(try cells.next(UUID?.self) == nil)
+            try cells.end()
         }
     }
 
@@ -34,8 +35,21 @@ import Testing
             let rows = try await client.query("SELECT 1::int8").collect()
             var cells = RowCells(try #require(rows.first))
             #expect(try cells.next(Int64.self) == 1)
-            let short = #expect(throws: RowCells.Short.self) { try cells.next(String.self) }
-            #expect(short?.description.contains("RowCellsTests.swift") == true)
+            let misread = #expect(throws: RowCells.Misread.self) { try cells.next(String.self) }
+            #expect(misread?.description.contains("ended before the column read at BookwormCoreTests/RowCellsTests.swift") == true)
+        }
+    }
+
+    /// A column added to a shared list that one reader does not know of shifts its reads by one;
+    /// cells of the same type would not show it, the cell left over does.
+    @Test func aRowWithColumnsLeftAfterItsLastReadIsAMisread() async throws {
+        try await withTestDatabase(empty: true) { _, client in
+            let rows = try await client.query("SELECT 'condition', 'status', 'added later'").collect()
+            var cells = RowCells(try #require(rows.first))
+            #expect(try cells.next(String.self) == "condition")
+            #expect(try cells.next(String.self) == "status")
+            let misread = #expect(throws: RowCells.Misread.self) { try cells.end() }
+            #expect(misread?.description.contains("columns left") == true)
         }
     }
 

@@ -187,7 +187,7 @@ package struct Database: Sendable {
     /// `closedLeaseAttempts`, the call fails as an outage. `body` has not run then, so taking
     /// another is safe; a channel that closes just after this look is the deadline watch's. One
     /// that a failed preparation spoilt (`FailedPreparation`) is closed and another taken at
-    /// once, uncounted: the pool hears of that close before `close` returns.
+    /// once, without using up an attempt (the pool hears of that close before `close` returns).
     func openConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         var attempt = 1
         while true {

@@ -25,22 +25,27 @@ package enum FailedPreparation {
 
     /// `run`, a prepared statement's execution on `connection`, marking the connection after
     /// an error that may have come from preparing the statement. The error goes on to the
-    /// caller; the mark is logged here, since only here is it known to cost a connection.
+    /// caller. A first mark is logged here, with the request's logger, so that the notice
+    /// carries the request's id (later errors in the same transaction mark it again).
     package static func watching<T>(_ connection: PostgresConnection, logger: Logger, _ run: () async throws -> T) async throws -> T {
         do {
             return try await run()
         } catch where mayHaveFailedPreparing(error) {
-            mark(connection)
-            logger.notice("the connection is replaced at its next lease: a prepared statement on it failed",
-                          metadata: ["sqlstate": .string(ServerError.sqlState(of: error) ?? "")])
+            if mark(connection) {
+                logger.notice("the connection is replaced at its next lease: a prepared statement on it failed",
+                              metadata: ["sqlstate": .string(ServerError.sqlState(of: error) ?? "?"),
+                                         "connection": .stringConvertible(connection.id)])
+            }
             throw error
         }
     }
 
-    static func mark(_ connection: PostgresConnection) {
+    /// Whether `connection` was not marked already.
+    @discardableResult
+    static func mark(_ connection: PostgresConnection) -> Bool {
         marked.withLock { marked in
             marked = marked.filter { $0.value.connection != nil }
-            marked[ObjectIdentifier(connection)] = Weak(connection)
+            return marked.updateValue(Weak(connection), forKey: ObjectIdentifier(connection)) == nil
         }
     }
 

@@ -2,8 +2,8 @@ import Metrics
 import Synchronization
 
 /// Pooled connections in use and callers waiting for one, for `/metrics`, and how many
-/// connections a failed preparation spoilt were replaced (`FailedPreparation`). Shared by every
-/// copy of a `Database` made from the same pool.
+/// connections that a failed preparation spoilt were replaced (`FailedPreparation`). Shared by
+/// every copy of a `Database` made from the same pool.
 package final class PoolUsage: Sendable {
     private let counts = Mutex((waiting: 0, inUse: 0))
     private let replacements = Atomic(0)
@@ -12,7 +12,8 @@ package final class PoolUsage: Sendable {
 
     package var snapshot: (waiting: Int, inUse: Int) { counts.withLock { $0 } }
 
-    /// Connections closed and replaced since the pool opened.
+    /// Connections closed at their lease because a failed preparation spoilt them, since the
+    /// pool opened (not those closed by the deadline watch or found closed).
     package var replaced: Int { replacements.load(ordering: .relaxed) }
 
     /// One more connection replaced; also `bookworm_db_connections_replaced_total`, so an
@@ -20,8 +21,12 @@ package final class PoolUsage: Sendable {
     /// timeout, or statements that keep timing out).
     func countReplacement() {
         replacements.add(1, ordering: .relaxed)
-        Counter(label: "bookworm_db_connections_replaced_total").increment()
+        Counter(label: Self.replacedMetric).increment()
     }
+
+    /// Made at start-up too (`AppMetrics.bootstrap`), so that it reads 0 until the first one:
+    /// a counter missing until then hides its first increase from `increase()`.
+    package static let replacedMetric = "bookworm_db_connections_replaced_total"
 
     /// One caller's way through the pool: waiting, then leased (and released) or given up on.
     /// A caller answered at its deadline may still get its connection afterwards; the ticket

@@ -58,16 +58,28 @@ package struct RowCells {
     package mutating func next(_: Double?.Type, file: String = #fileID, line: Int = #line) throws -> Double? { try decode(file, line) }
     package mutating func next(_: Bool.Type, file: String = #fileID, line: Int = #line) throws -> Bool { try decode(file, line) }
 
+    /// After a row's last read: a row with cells left was read from the wrong places (a column
+    /// added to a shared list that a reader of it does not know of), which a cell of the same
+    /// type would not show.
+    package mutating func end(file: String = #fileID, line: Int = #line) throws {
+        guard cells.next() == nil else { throw Misread(file: file, line: line, ended: false) }
+    }
+
     private mutating func decode<T: PostgresDecodable>(_ file: String, _ line: Int) throws -> T {
-        guard let cell = cells.next() else { throw Short(file: file, line: line) }
+        guard let cell = cells.next() else { throw Misread(file: file, line: line, ended: true) }
         return try cell.decode(T.self, file: file, line: line)
     }
 
-    /// A statement returned fewer columns than the code reading it: a programming error, a 500.
-    package struct Short: Error, CustomStringConvertible {
+    /// A statement returned fewer or more columns than the code reading it: a programming
+    /// error, a 500.
+    package struct Misread: Error, CustomStringConvertible {
         let file: String
         let line: Int
+        /// The row ended before a read (else it had cells left at `end`).
+        let ended: Bool
 
-        package var description: String { "a row ended before the column read at \(file):\(line)" }
+        package var description: String {
+            ended ? "a row ended before the column read at \(file):\(line)" : "a row had columns left at \(file):\(line)"
+        }
     }
 }
