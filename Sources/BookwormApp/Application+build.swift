@@ -278,7 +278,7 @@ func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunn
                      holds: ErasureSweep(client: client, logger: logger), exports: exports, imports: imports,
                      idempotency: config.idempotencyStore(client: client, logger: logger),
                      failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
-        AlertFanOut(alerts), NewWishAlerts(alerts), AlertDigest(alerts),
+        NewWishAlerts(alerts), AlertDigest(alerts),
         PhotoRemake(service: photos, clock: config.clock),
-    ], logger: logger, clock: config.clock)
+    ], grouped: [AlertFanOut(alerts)], logger: logger, clock: config.clock)
 }

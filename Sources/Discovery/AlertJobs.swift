@@ -3,6 +3,7 @@ import BookwormCore
 import Foundation
 import Logging
 import Mail
+import Metrics
 import PostgresNIO
 
 /// What every alert job holds: the database, the alert SQL, alert mail, the wish policy, the clock.
@@ -28,18 +29,52 @@ package struct AlertJobParts: Sendable {
 
 /// `alerts.copy`: a copy became available (a trigger queued this job in the same transaction:
 /// `copies_inserted` for new copies, per statement, `copies_queue_alerts` for changed ones).
-/// Wishes for its work are examined in batches, each batch one short
-/// transaction that writes its alerts and queues their mail, so a book wished by thousands
-/// never holds locks for long and a crash resumes without duplicates (an alert is unique per
-/// wish and copy, and only alerts actually written are mailed).
-package struct AlertFanOut: JobHandler {
+/// The runner's claimed jobs of this kind run together: one statement finds which of their
+/// copies are on offer and wished for (`AlertsStore.offers`), and the rest, most of an import's
+/// copies, are done with it; one job a copy had cost a transaction and a delete each. Wishes for
+/// a wished copy's work are examined in batches, each batch one short transaction that writes
+/// its alerts and queues their mail, so a book wished by thousands never holds locks for long
+/// and a crash resumes without duplicates (an alert is unique per wish and copy, and only
+/// alerts actually written are mailed).
+package struct AlertFanOut: BatchJobHandler {
     package let kind = "alerts.copy"
-    package let recurringKey: String? = nil
     let parts: AlertJobParts
     package init(_ parts: AlertJobParts) { self.parts = parts }
 
-    package func run(_ job: ClaimedJob) async throws -> JobOutcome {
-        guard let copy = UUID(uuidString: job.key) else { return .done }
+    /// A job that fails gets no outcome: the runner retries it with backoff.
+    package func run(_ jobs: [ClaimedJob]) async -> [UUID: JobOutcome] {
+        let offered: [UUID: OfferedCopy]
+        do {
+            offered = try await parts.alerts.offers(jobs.compactMap { UUID(uuidString: $0.key) })
+        } catch {
+            failed(jobs.count, error)
+            return [:]
+        }
+        var outcomes: [UUID: JobOutcome] = [:]
+        for job in jobs {
+            guard let copy = UUID(uuidString: job.key), offered[copy] != nil else {
+                outcomes[job.id] = .done
+                continue
+            }
+            do {
+                try await fanOut(copy)
+                outcomes[job.id] = .done
+            } catch {
+                failed(1, error)
+            }
+        }
+        return outcomes
+    }
+
+    private func failed(_ count: Int, _ error: any Error) {
+        Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", kind)]).increment(by: count)
+        parts.logger.warning("alert fan-out failed; retrying", metadata: ["jobs": .stringConvertible(count),
+                                                                       "error": .string(String(reflecting: error))])
+    }
+
+    /// The copy's availability is read again in each batch's transaction: it may have changed
+    /// since `offers`.
+    private func fanOut(_ copy: UUID) async throws {
         var after: UUID?
         repeat {
             let start = after
@@ -52,7 +87,6 @@ package struct AlertFanOut: JobHandler {
                 return last
             }
         } while after != nil
-        return .done
     }
 }
 

@@ -55,6 +55,34 @@ import Testing
         }
     }
 
+    /// Copies listed together (an import's) queue a job each; the runner looks up a claimed
+    /// batch of them in one statement, and a wished copy among them is still fanned out.
+    @Test func copiesListedTogetherAreLookedUpABatchAtATimeAndAWishedOneStillAlerts() async throws {
+        try await withApp { app in
+            try await app.db.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            let wisher = try await app.wisher(at: 52.52, 13.405)
+            let owner = try await app.wisher(at: 52.53, 13.42)
+            let wished = try await app.book(owner.token, title: "The Dispossessed", authors: ["Ursula K. Le Guin"])
+            #expect(try await app.wish(wisher.token, book: wished).status == .created)
+            try await app.runJobs()
+            for index in 0..<39 { _ = try await app.offer(owner.token, title: "Unwished \(index)") }
+            _ = try await app.offer(owner.token, title: "The Dispossessed", authors: ["Ursula K. Le Guin"])
+            #expect(try await app.jobRows(kind: "alerts.copy") == 40)
+
+            let before = try await app.statementCounts()
+            try await app.runJobs()
+            let after = try await app.statementCounts()
+            let lookups = after.filter { $0.key.contains(OfferSQL.sql.suffix(40)) }.reduce(0) { sum, entry in
+                sum + entry.value - min(before[entry.key] ?? 0, entry.value)
+            }
+            // Claims of 20: two lookups of a batch, and the wished copy's own in its fan-out's
+            // transaction (a job a copy made it 40).
+            #expect((2...4).contains(lookups), "\(lookups) lookups")
+            #expect(try await app.jobRows(kind: "alerts.copy") == 0)
+            #expect(try await app.alertRows(wisher.id) == 1)
+        }
+    }
+
     @Test func aNewWishIsToldOfTheCopiesAlreadyOnOfferNearItInOneMail() async throws {
         try await withApp { app in
             let wisher = try await app.wisher(at: 52.52, 13.405)

@@ -21,7 +21,8 @@ extension JobHandler {
 }
 
 /// A kind of one-off work whose due jobs run together in one call: pushes share one HTTP/2
-/// connection per provider, so a batch goes out at once rather than one request after another.
+/// connection per provider, so a batch goes out at once rather than one request after another;
+/// wish alerts of newly listed copies look up a whole batch of copies in one statement.
 package protocol BatchJobHandler: Sendable {
     var kind: String { get }
     /// What became of each job, by id; a job missing from the answer is retried with backoff.
@@ -34,6 +35,8 @@ package protocol BatchJobHandler: Sendable {
 package struct JobRunner: Service {
     let store: JobStore
     let handlers: [String: any JobHandler]
+    /// Kinds among the general runner's whose claimed jobs run together (`runGroups`).
+    let groupHandlers: [String: any BatchJobHandler]
     let batchHandler: (any BatchJobHandler)?
     let client: Database
     let logger: Logger
@@ -43,10 +46,12 @@ package struct JobRunner: Service {
     var lease: TimeInterval = 300
     var pollInterval: TimeInterval = 30
 
-    package init(client: Database, handlers: [any JobHandler], logger: Logger, clock: any AppClock) {
+    /// `grouped`: kinds whose jobs in a claimed batch run in one call each, before the others.
+    package init(client: Database, handlers: [any JobHandler], grouped: [any BatchJobHandler] = [], logger: Logger, clock: any AppClock) {
         self.client = client
         self.store = JobStore(client: client, logger: logger, clock: clock)
         self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.groupHandlers = Dictionary(grouped.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
         self.batchHandler = nil
         self.logger = logger
         self.clock = clock
@@ -59,6 +64,7 @@ package struct JobRunner: Service {
         self.client = client
         self.store = JobStore(client: client, logger: logger, clock: clock)
         self.handlers = [:]
+        self.groupHandlers = [:]
         self.batchHandler = handler
         self.batchSize = batchSize
         self.lease = lease
@@ -113,8 +119,9 @@ package struct JobRunner: Service {
     private func runBatch() async throws -> (claimed: Int, dueAgain: Bool) {
         if let batchHandler { return try await runTogether(batchHandler) }
         var leasedAt = clock.now()
-        var jobs = try await store.claim(kinds: Array(handlers.keys), worker: id, batch: batchSize, lease: lease)
+        var jobs = try await store.claim(kinds: Array(handlers.keys) + Array(groupHandlers.keys), worker: id, batch: batchSize, lease: lease)
         let claimed = jobs.count
+        try await runGroups(&jobs)
         var dueAgain = false
         while !jobs.isEmpty {
             // The batch's jobs run one after another under one lease: one that would start past
@@ -145,6 +152,26 @@ package struct JobRunner: Service {
         return (claimed, dueAgain)
     }
 
+    /// The claimed jobs of each grouped kind, in one call per kind, taken out of `jobs`; their
+    /// outcomes are written in one statement. Under the batch's lease, which the rest renew.
+    private func runGroups(_ jobs: inout [ClaimedJob]) async throws {
+        for (kind, handler) in groupHandlers {
+            let group = jobs.filter { $0.kind == kind }
+            guard !group.isEmpty else { continue }
+            jobs.removeAll { $0.kind == kind }
+            Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", kind)]).increment(by: group.count)
+            try await finish(group, await handler.run(group))
+        }
+    }
+
+    /// A batch's outcomes in one statement; a job without one is retried with backoff.
+    private func finish(_ jobs: [ClaimedJob], _ outcomes: [UUID: JobOutcome]) async throws {
+        let now = clock.now()
+        try await store.finish(jobs.map { job in
+            (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
+        }, worker: id)
+    }
+
     /// Up to `batchesPerCall` batches of one kind, two at a time: the next batch is claimed as
     /// soon as one starts, and started at once (the handler shares its own window between them),
     /// so the handler's connection never waits on the database between batches. `dueAgain` when the last batch was full (the runner goes on at once, having
@@ -170,11 +197,8 @@ package struct JobRunner: Service {
             }
             running = next.isEmpty ? nil : Task { [next] in await handler.run(next) }
             let outcomes = await run.value
-            let now = clock.now()
             do {
-                try await store.finish(current.map { job in
-                    (job.id, outcomes[job.id] ?? .retry(at: now.addingTimeInterval(Self.backoff(attempts: job.attempts)), reason: "no outcome"))
-                }, worker: worker)
+                try await finish(current, outcomes)
             } catch {
                 failure = failure ?? error
             }
