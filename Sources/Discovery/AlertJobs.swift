@@ -30,7 +30,7 @@ package struct AlertJobParts: Sendable {
 /// `alerts.copy`: a copy became available (a trigger queued this job in the same transaction:
 /// `copies_inserted` for new copies, per statement, `copies_queue_alerts` for changed ones).
 /// The runner's claimed jobs of this kind run together: one statement finds which of their
-/// copies are on offer and wished for (`AlertsStore.offers`), and the rest, most of an import's
+/// copies are on offer and wished for (`AlertsStore.offered`), and the rest, most of an import's
 /// copies, are done with it; one job a copy had cost a transaction and a delete each. Wishes for
 /// a wished copy's work are examined in batches, each batch one short transaction that writes
 /// its alerts and queues their mail, so a book wished by thousands never holds locks for long
@@ -41,18 +41,23 @@ package struct AlertFanOut: BatchJobHandler {
     let parts: AlertJobParts
     package init(_ parts: AlertJobParts) { self.parts = parts }
 
-    /// A job that fails gets no outcome: the runner retries it with backoff.
+    /// A job that fails is retried with backoff, its error kept on its row.
     package func run(_ jobs: [ClaimedJob]) async -> [UUID: JobOutcome] {
-        let offered: [UUID: OfferedCopy]
-        do {
-            offered = try await parts.alerts.offers(jobs.compactMap { UUID(uuidString: $0.key) })
-        } catch {
-            failed(jobs.count, error)
-            return [:]
-        }
         var outcomes: [UUID: JobOutcome] = [:]
+        var copies: [(job: ClaimedJob, copy: UUID)] = []
         for job in jobs {
-            guard let copy = UUID(uuidString: job.key), offered[copy] != nil else {
+            if let copy = UUID(uuidString: job.key) { copies.append((job, copy)) } else { outcomes[job.id] = .done }
+        }
+        guard !copies.isEmpty else { return outcomes }
+        let offered: Set<UUID>
+        do {
+            offered = try await parts.alerts.offered(copies.map(\.copy))
+        } catch {
+            for (job, _) in copies { outcomes[job.id] = failed(job, error) }
+            return outcomes
+        }
+        for (job, copy) in copies {
+            guard offered.contains(copy) else {
                 outcomes[job.id] = .done
                 continue
             }
@@ -60,20 +65,22 @@ package struct AlertFanOut: BatchJobHandler {
                 try await fanOut(copy)
                 outcomes[job.id] = .done
             } catch {
-                failed(1, error)
+                outcomes[job.id] = failed(job, error)
             }
         }
         return outcomes
     }
 
-    private func failed(_ count: Int, _ error: any Error) {
-        Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", kind)]).increment(by: count)
-        parts.logger.warning("alert fan-out failed; retrying", metadata: ["jobs": .stringConvertible(count),
-                                                                       "error": .string(String(reflecting: error))])
+    private func failed(_ job: ClaimedJob, _ error: any Error) -> JobOutcome {
+        Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", kind)]).increment()
+        parts.logger.warning("job failed; retrying", metadata: ["kind": .string(kind), "key": .string(job.key),
+                                                             "error": .string(String(reflecting: error))])
+        return .retry(at: parts.clock.now().addingTimeInterval(JobRunner.backoff(attempts: job.attempts)),
+                      reason: String(reflecting: error))
     }
 
     /// The copy's availability is read again in each batch's transaction: it may have changed
-    /// since `offers`.
+    /// since `offered`.
     private func fanOut(_ copy: UUID) async throws {
         var after: UUID?
         repeat {

@@ -51,27 +51,22 @@ struct AlertsStore: Sendable {
     /// A wish committed after this read is not fanned out to here; its own job (`alerts.wish`)
     /// alerts it to the nearest copies on offer, as for a wish made a moment later.
     func offer(_ copy: UUID, on connection: PostgresConnection) async throws -> OfferedCopy? {
-        try Self.offers(try await client.execute(OfferSQL(values: [.uuidArray([copy])]), on: connection, logger: logger))[copy]
-    }
-
-    /// `offer` for a batch of copies at once, by id, outside a transaction: a copy missing
-    /// from the answer has nothing to fan out (most of an import's), and costs no more.
-    func offers(_ copies: [UUID]) async throws -> [UUID: OfferedCopy] {
-        try Self.offers(try await client.execute(OfferSQL(values: [.uuidArray(copies)]), logger: logger))
-    }
-
-    private static func offers(_ rows: [PostgresRow]) throws -> [UUID: OfferedCopy] {
-        var offered: [UUID: OfferedCopy] = [:]
-        for row in rows {
+        for row in try await client.execute(OfferSQL(values: [.uuid(copy)]), on: connection, logger: logger) {
             var cells = RowCells(row)
-            let copy = OfferedCopy(id: try cells.next(UUID.self), owner: try cells.next(UUID.self), ownerName: try cells.next(String.self),
-                                   title: try cells.next(String.self), book: try cells.next(UUID.self),
-                                   condition: try cells.next(String.self), workKey: try cells.next(String.self),
-                                   place: GeoPoint(latitude: try cells.next(Double.self), longitude: try cells.next(Double.self)))
+            let offered = OfferedCopy(id: copy, owner: try cells.next(UUID.self), ownerName: try cells.next(String.self),
+                                      title: try cells.next(String.self), book: try cells.next(UUID.self),
+                                      condition: try cells.next(String.self), workKey: try cells.next(String.self),
+                                      place: GeoPoint(latitude: try cells.next(Double.self), longitude: try cells.next(Double.self)))
             try cells.end()
-            offered[copy.id] = copy
+            return offered
         }
-        return offered
+        return nil
+    }
+
+    /// Which of `copies` `offer` would find, in one statement outside any transaction: the
+    /// others (most of an import's) have nothing to fan out.
+    func offered(_ copies: [UUID]) async throws -> Set<UUID> {
+        Set(try await client.execute(OfferedSQL(values: [.uuidArray(copies)]), logger: logger).map { try $0.decode(UUID.self) })
     }
 
     /// One batch of the fan-out: the next `limit` wishes for the copy's work after `after` (by
@@ -249,18 +244,32 @@ struct AlertsStore: Sendable {
     }
 }
 
-/// `AlertsStore.offer`'s statement, run for every copy that becomes available, a batch of
-/// copies at a time. Lookups by primary key whose plan never depends on the copies: planned anew
-/// it took 0.7 ms of PostgreSQL's time for one copy, prepared 0.05 ms (pgbench on 1,000,000 copies).
+/// `AlertsStore.offer`'s statement, run for every copy with wishes for its work, in each of its
+/// fan-out's transactions. A lookup by primary key whose plan never depends on the copy: planned
+/// anew it took 0.7 ms of PostgreSQL's time, prepared 0.05 ms (pgbench on 1,000,000 copies).
 struct OfferSQL: PreparedSQL {
     static let name = "bookworm_alerts_offer"
-    static let sql = """
-        SELECT c.id, c.owner_id, o.username, b.title, c.book_id, c.condition, b.work_key, p.public_latitude, p.public_longitude
+    static let sql = offer(select: "c.owner_id, o.username, b.title, c.book_id, c.condition, b.work_key, p.public_latitude, p.public_longitude",
+                           copies: "c.id = $1")
+    static var bindingDataTypes: [PostgresDataType] { [.uuid] }
+    let values: [SQLValue]
+
+    /// The copies `copies` selects that are on offer, shown, and wished for.
+    static func offer(select columns: String, copies: String) -> String {
+        """
+        SELECT \(columns)
         FROM copies c JOIN books b ON b.id = c.book_id JOIN users o ON o.id = c.owner_id
              JOIN pins p ON p.id = \(AlertsStore.placeOf(copy: "c"))
-        WHERE c.id = ANY($1) AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
+        WHERE \(copies) AND c.status = 'available' AND \(Visibility.shown("c", owner: "owner_id"))
           AND EXISTS (SELECT 1 FROM wishes w WHERE w.work_key = b.work_key)
         """
+    }
+}
+
+/// `AlertsStore.offered`'s: `OfferSQL` for a claimed batch of copies at once, their ids only.
+struct OfferedSQL: PreparedSQL {
+    static let name = "bookworm_alerts_offered"
+    static let sql = OfferSQL.offer(select: "c.id", copies: "c.id = ANY($1)")
     static var bindingDataTypes: [PostgresDataType] { [.uuidArray] }
     let values: [SQLValue]
 }

@@ -10,6 +10,7 @@ import Testing
 @Suite struct JobRunnerTests {
     final class Ran: Sendable {
         let kinds = Mutex<[String]>([])
+        let groups = Mutex<[[String]]>([])
     }
 
     struct Recording: JobHandler {
@@ -19,6 +20,16 @@ import Testing
         func run(_ job: ClaimedJob) async throws -> JobOutcome {
             ran.kinds.withLock { $0.append(kind) }
             return .done
+        }
+    }
+
+    /// Records each call with the keys it got; the job keyed "fails" gets no outcome.
+    struct Group: BatchJobHandler {
+        let kind = "test.group"
+        let ran: Ran
+        func run(_ jobs: [ClaimedJob]) async -> [UUID: JobOutcome] {
+            ran.groups.withLock { $0.append(jobs.map(\.key).sorted()) }
+            return Dictionary(uniqueKeysWithValues: jobs.filter { $0.key != "fails" }.map { ($0.id, JobOutcome.done) })
         }
     }
 
@@ -80,6 +91,28 @@ import Testing
         let run = try await Self.runWithAnotherWorker(takes: ["first": 200, "second": 200], meanwhileIn: "second")
         #expect(run.claimed == 3 && run.tookMeanwhile == 0)
         #expect(run.ran == ["first", "second", "third"])
+    }
+
+    /// A grouped kind's jobs in a claim go to its handler in one call, beside the other kinds'
+    /// one by one; one without an outcome is retried later, with backoff.
+    @Test func aGroupedKindsJobsInAClaimRunInOneCallBesideTheOthers() async throws {
+        try await withApp { app in
+            try await app.db.query("""
+                INSERT INTO jobs (kind, key, run_at) SELECT 'test.group', k, '-infinity' FROM unnest(ARRAY['a', 'b', 'c', 'fails']) k
+                """)
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.single', 'x', '-infinity'), ('test.single', 'y', '-infinity')")
+            let ran = Ran()
+            let runner = JobRunner(client: app.db, handlers: [Recording(kind: "test.single", ran: ran)], grouped: [Group(ran: ran)],
+                                   logger: Logger(label: "test-jobs"), clock: app.clock)
+            #expect(try await runner.runDue() == 6)
+            #expect(ran.groups.withLock { $0 } == [["a", "b", "c", "fails"]])
+            #expect(ran.kinds.withLock { $0 } == ["test.single", "test.single"])
+            let left = try await app.db.query("SELECT key, attempts, run_at > \(app.clock.now()) FROM jobs WHERE kind LIKE 'test.%'")
+            var rows: [(String, Int, Bool)] = []
+            for try await row in left.decode((String, Int, Bool).self) { rows.append(row) }
+            #expect(rows.count == 1 && rows.first?.0 == "fails" && rows.first?.1 == 1 && rows.first?.2 == true, "\(rows)")
+            #expect(try await runner.runDue() == 0, "the retry waits for its backoff")
+        }
     }
 
     @Test func aBacklogOfOneKindDoesNotHoldBackAnotherKindsJob() async throws {

@@ -89,13 +89,7 @@ import Testing
                     let after = try await app.statementCounts()
                     #expect((try response.jsonObject()["data"] as? [Any])?.count == limit)
                     ran.append(after.filter { $0.value != before[$0.key] })
-                    // pg_stat_statements is shared by every test's database and evicts the least
-                    // used entries when full: a statement gone since, or counting again from
-                    // zero, ran no fewer times than its new count says.
-                    counts.append(after.reduce(0) { sum, entry in
-                        let earlier = before[entry.key] ?? 0
-                        return sum + (entry.value >= earlier ? entry.value - earlier : entry.value)
-                    })
+                    counts.append(TestApp.runs(since: before, now: after).values.reduce(0, +))
                 }
                 #expect(counts[0] == counts[1], "\(feed): \(counts), statements run: \(ran)")
                 // The nearby feed's grid read runs in a transaction of its own, to set its plan
@@ -122,5 +116,15 @@ extension TestApp {
         var counts: [String: Int] = [:]
         for try await (query, calls) in rows.decode((String, Int).self) { counts[query] = calls }
         return counts
+    }
+
+    /// Each statement's runs between two `statementCounts`. pg_stat_statements is shared by
+    /// every test's database and evicts the least used entries when full: a statement gone since,
+    /// or counting again from zero, ran no fewer times than its new count says.
+    static func runs(since before: [String: Int], now after: [String: Int]) -> [String: Int] {
+        after.reduce(into: [:]) { runs, entry in
+            let earlier = before[entry.key] ?? 0
+            runs[entry.key] = entry.value >= earlier ? entry.value - earlier : entry.value
+        }
     }
 }

@@ -49,13 +49,14 @@ extension TestApp {
         return try response.jsonObject()["data"] as? [[String: Any]] ?? []
     }
 
-    /// Alert rows in the table for the user (whatever the list shows).
+    /// Jobs of `kind` queued or running.
     func jobRows(kind: String) async throws -> Int {
         let rows = try await db.query("SELECT count(*)::int8 FROM jobs WHERE kind = \(kind)")
         for try await count in rows.decode(Int64.self) { return Int(count) }
         return 0
     }
 
+    /// Alert rows in the table for the user (whatever the list shows).
     func alertRows(_ user: String) async throws -> Int {
         let rows = try await db.query("SELECT count(*)::int8 FROM alerts WHERE user_id = \(UUID(uuidString: user))")
         for try await count in rows.decode(Int64.self) { return Int(count) }

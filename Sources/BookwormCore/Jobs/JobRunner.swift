@@ -46,12 +46,14 @@ package struct JobRunner: Service {
     var lease: TimeInterval = 300
     var pollInterval: TimeInterval = 30
 
-    /// `grouped`: kinds whose jobs in a claimed batch run in one call each, before the others.
+    /// `grouped`: kinds whose jobs in a claimed batch run in one call each, before the others
+    /// (a kind among `handlers` too runs as a group).
     package init(client: Database, handlers: [any JobHandler], grouped: [any BatchJobHandler] = [], logger: Logger, clock: any AppClock) {
         self.client = client
         self.store = JobStore(client: client, logger: logger, clock: clock)
-        self.handlers = Dictionary(handlers.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
-        self.groupHandlers = Dictionary(grouped.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        let groupHandlers = Dictionary(grouped.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.handlers = Dictionary(handlers.filter { groupHandlers[$0.kind] == nil }.map { ($0.kind, $0) }, uniquingKeysWith: { first, _ in first })
+        self.groupHandlers = groupHandlers
         self.batchHandler = nil
         self.logger = logger
         self.clock = clock
@@ -121,7 +123,8 @@ package struct JobRunner: Service {
         var leasedAt = clock.now()
         var jobs = try await store.claim(kinds: Array(handlers.keys) + Array(groupHandlers.keys), worker: id, batch: batchSize, lease: lease)
         let claimed = jobs.count
-        try await runGroups(&jobs)
+        // A group's outcomes that could not be written do not hold up the rest of the claim.
+        let groupFailure = await runGroups(&jobs)
         var dueAgain = false
         while !jobs.isEmpty {
             // The batch's jobs run one after another under one lease: one that would start past
@@ -149,19 +152,28 @@ package struct JobRunner: Service {
                 try await store.retry(job, worker: id, after: delay, error: String(reflecting: error))
             }
         }
+        if let groupFailure { throw groupFailure }
         return (claimed, dueAgain)
     }
 
-    /// The claimed jobs of each grouped kind, in one call per kind, taken out of `jobs`; their
-    /// outcomes are written in one statement. Under the batch's lease, which the rest renew.
-    private func runGroups(_ jobs: inout [ClaimedJob]) async throws {
+    /// The claimed jobs of each grouped kind, in one call per kind, taken out of `jobs`, before
+    /// the others; their outcomes are written in one statement. Not renewed while they run: a
+    /// grouped kind must be safe to run twice at once, as it is once it outlasts its lease.
+    /// The first error writing outcomes, if any (those jobs run again when their lease ends).
+    private func runGroups(_ jobs: inout [ClaimedJob]) async -> (any Error)? {
+        var failure: (any Error)?
         for (kind, handler) in groupHandlers {
             let group = jobs.filter { $0.kind == kind }
             guard !group.isEmpty else { continue }
             jobs.removeAll { $0.kind == kind }
             Counter(label: "bookworm_jobs_runs_total", dimensions: [("kind", kind)]).increment(by: group.count)
-            try await finish(group, await handler.run(group))
+            do {
+                try await finish(group, await handler.run(group))
+            } catch {
+                failure = failure ?? error
+            }
         }
+        return failure
     }
 
     /// A batch's outcomes in one statement; a job without one is retried with backoff.
