@@ -123,8 +123,7 @@ package struct JobRunner: Service {
         var leasedAt = clock.now()
         var jobs = try await store.claim(kinds: Array(handlers.keys) + Array(groupHandlers.keys), worker: id, batch: batchSize, lease: lease)
         let claimed = jobs.count
-        // A group's outcomes that could not be written do not hold up the rest of the claim.
-        let groupFailure = await runGroups(&jobs)
+        await runGroups(&jobs)
         var dueAgain = false
         while !jobs.isEmpty {
             // The batch's jobs run one after another under one lease: one that would start past
@@ -152,16 +151,15 @@ package struct JobRunner: Service {
                 try await store.retry(job, worker: id, after: delay, error: String(reflecting: error))
             }
         }
-        if let groupFailure { throw groupFailure }
         return (claimed, dueAgain)
     }
 
     /// The claimed jobs of each grouped kind, in one call per kind, taken out of `jobs`, before
     /// the others; their outcomes are written in one statement. Not renewed while they run: a
     /// grouped kind must be safe to run twice at once, as it is once it outlasts its lease.
-    /// The first error writing outcomes, if any (those jobs run again when their lease ends).
-    private func runGroups(_ jobs: inout [ClaimedJob]) async -> (any Error)? {
-        var failure: (any Error)?
+    /// Outcomes that cannot be written are logged and do not hold up the rest of the claim:
+    /// those jobs run again when their lease ends.
+    private func runGroups(_ jobs: inout [ClaimedJob]) async {
         for (kind, handler) in groupHandlers {
             let group = jobs.filter { $0.kind == kind }
             guard !group.isEmpty else { continue }
@@ -170,10 +168,11 @@ package struct JobRunner: Service {
             do {
                 try await finish(group, await handler.run(group))
             } catch {
-                failure = failure ?? error
+                logger.error("job outcomes not written; they run again when their lease ends",
+                             metadata: ["kind": .string(kind), "jobs": .stringConvertible(group.count),
+                                        "error": .string(String(reflecting: error))])
             }
         }
-        return failure
     }
 
     /// A batch's outcomes in one statement; a job without one is retried with backoff.
@@ -186,8 +185,9 @@ package struct JobRunner: Service {
 
     /// Up to `batchesPerCall` batches of one kind, two at a time: the next batch is claimed as
     /// soon as one starts, and started at once (the handler shares its own window between them),
-    /// so the handler's connection never waits on the database between batches. `dueAgain` when the last batch was full (the runner goes on at once, having
-    /// looked at its stop flag). A batch started is always awaited and its outcomes written.
+    /// so the handler's connection never waits on the database between batches. `dueAgain` when
+    /// the last batch was full (the runner goes on at once, having looked at its stop flag). A
+    /// batch started is always awaited and its outcomes written.
     private func runTogether(_ handler: any BatchJobHandler) async throws -> (claimed: Int, dueAgain: Bool) {
         let (kinds, worker, size, lease) = ([handler.kind], id, batchSize, lease)
         let first = try await store.claim(kinds: kinds, worker: worker, batch: size, lease: lease)
