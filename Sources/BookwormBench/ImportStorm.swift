@@ -12,6 +12,10 @@ struct ImportStorm {
     var idle = Percentiles([])
     var busy = Percentiles([])
     var busyCount = 0
+    /// The busy probe's p99 while the uploads arrive, and after (while the worker imports them).
+    var uploadingP99 = Double.nan
+    var importingP99 = Double.nan
+    var uploadingCount = 0
     var idleMiB = 0.0
     var peakMiB = 0.0
     /// What waking up costs on the machine, measured after the storm, to set the p99 beside.
@@ -68,12 +72,16 @@ extension PortabilityBenchmark {
                 print("storm upload refused: \(String(decoding: answer.prefix(300), as: UTF8.self))")
             }
         }
+        storm.uploadingCount = busy.all.latencies.count
         storm.finished = try await waitForImports(ids, within: .seconds(1800))
         storm.seconds = (ContinuousClock.now - begun).milliseconds / 1000
         done.set()
         try await Task.sleep(for: .milliseconds(200))
         storm.busy = Percentiles(busy.all.latencies)
         storm.busyCount = busy.all.latencies.count
+        let latencies = busy.all.latencies
+        storm.uploadingP99 = Percentiles(Array(latencies.prefix(storm.uploadingCount))).p99
+        storm.importingP99 = Percentiles(Array(latencies.dropFirst(storm.uploadingCount))).p99
         storm.peakMiB = server.statusMiB("VmHWM")
         server.database(psql: tools.psql).dropBenchUsers(like: "bench\\_storm%")
         storm.wakeDelay = await wakeDelayOnceQuiet(server.database(psql: tools.psql))

@@ -14,6 +14,7 @@ extension AppError {
         case .conflict, .invalidTransition, .busy: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
+        case .expectationFailed: .expectationFailed
         case .unprocessable, .unprocessableBecause, .rule: .unprocessableContent
         case .gone: .gone
         case .throttled: .tooManyRequests
@@ -63,6 +64,9 @@ extension AppError {
                            detail: "The body exceeds the limit of \(limit) bytes")
         case .unsupportedMediaType(let detail):
             return Problem(type: "unsupported-media-type", title: "Unsupported media type", status: status, detail: detail)
+        case .expectationFailed(let field, let detail):
+            return Problem(type: "expectation-failed", title: "Expectation failed", status: status, detail: "\(field): \(detail)",
+                           errors: [FieldError(field, detail)])
         case .unprocessable(let detail):
             return Problem(type: "unprocessable", title: "Unprocessable request", status: status, detail: detail)
         case .unprocessableBecause(let code, let detail, let field):
