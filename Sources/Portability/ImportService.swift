@@ -16,6 +16,11 @@ package struct ImportService: Sendable {
     let policy: ImportPolicy
     let clock: any AppClock
     let logger: Logger
+    /// Parts stored at once by this service (the API's one). Ten uploads arriving together each
+    /// wrote a part at once: ten backends and the event loops kept both cores full, and another
+    /// user's `GET /v1/me` waited behind them (p50 about 2 ms, p90 9-12 ms while ten 9 MiB files
+    /// arrived; with two at a time 0.5-0.8 ms and 3-8 ms, the uploads 10 % slower).
+    let partWrites = Turns(2)
 
     package init(client: Database, policy: ImportPolicy, clock: any AppClock, logger: Logger) {
         self.client = client
@@ -59,10 +64,10 @@ package struct ImportService: Sendable {
                 while let chunk = try await chunks.next() {
                     try upload.add(chunk)
                     guard let part = upload.takePart() else { continue }
-                    try await store.addPart(id, seq: seq, bytes: part)
+                    try await partWrites.run { try await store.addPart(id, seq: seq, bytes: part) }
                     seq += 1
                 }
-                if let last = upload.takePart(final: true) { try await store.addPart(id, seq: seq, bytes: last) }
+                if let last = upload.takePart(final: true) { try await partWrites.run { try await store.addPart(id, seq: seq, bytes: last) } }
             } catch {
                 try? await store.discard(id)
                 throw error
