@@ -180,8 +180,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     router.add(middleware: CrossOriginMiddleware(policy: config.crossOrigin))
     // Requests by route template, method and status, and their durations (a no-op without a metrics port).
     if config.metricsPort != nil { router.add(middleware: MetricsMiddleware()) }
-    router.add(middleware: ProblemMiddleware())
     router.add(middleware: ExpectContinueMiddleware())
+    router.add(middleware: ProblemMiddleware())
     router.add(middleware: InputSanityMiddleware())
     SystemRoutes(client: client, migrator: migrator, logger: logger,
                  openAPIDocument: try BundledResources.openAPIDocument(), drain: config.drain).addRoutes(to: router)

@@ -12,16 +12,28 @@ struct ImportStorm {
     var idle = Percentiles([])
     var busy = Percentiles([])
     var busyCount = 0
-    /// The busy probe's p99 while the uploads arrive, and after (while the worker imports them).
-    var uploadingP99 = Double.nan
-    var importingP99 = Double.nan
+    /// The busy probe's requests while the uploads arrive (about 40: a p50 and a p90, since
+    /// their p99 is their slowest), and its p99 after, while the worker imports them.
+    var uploading = Percentiles([])
+    var uploadingP90 = Double.nan
     var uploadingCount = 0
+    var importingP99 = Double.nan
     var idleMiB = 0.0
     var peakMiB = 0.0
     /// What waking up costs on the machine, measured after the storm, to set the p99 beside.
     var wakeDelay: WakeDelay?
 
     var p99Met: Bool { busy.p99 <= 2 * idle.p99 }
+
+    /// The busy probe's latencies in order: all of them, those up to `uploadingCount`, the rest.
+    mutating func split(_ latencies: [Double]) {
+        busy = Percentiles(latencies)
+        busyCount = latencies.count
+        let uploads = Array(latencies.prefix(uploadingCount)).sorted()
+        uploading = Percentiles(uploads)
+        uploadingP90 = uploads.isEmpty ? .nan : uploads[min(uploads.count - 1, Int(Double(uploads.count) * 0.9))]
+        importingP99 = Percentiles(Array(latencies.dropFirst(uploadingCount))).p99
+    }
     var memoryMet: Bool { peakMiB - idleMiB <= 128 }
 }
 
@@ -77,11 +89,7 @@ extension PortabilityBenchmark {
         storm.seconds = (ContinuousClock.now - begun).milliseconds / 1000
         done.set()
         try await Task.sleep(for: .milliseconds(200))
-        storm.busy = Percentiles(busy.all.latencies)
-        storm.busyCount = busy.all.latencies.count
-        let latencies = busy.all.latencies
-        storm.uploadingP99 = Percentiles(Array(latencies.prefix(storm.uploadingCount))).p99
-        storm.importingP99 = Percentiles(Array(latencies.dropFirst(storm.uploadingCount))).p99
+        storm.split(busy.all.latencies)
         storm.peakMiB = server.statusMiB("VmHWM")
         server.database(psql: tools.psql).dropBenchUsers(like: "bench\\_storm%")
         storm.wakeDelay = await wakeDelayOnceQuiet(server.database(psql: tools.psql))

@@ -67,7 +67,9 @@ package struct ImportService: Sendable {
                     try await partWrites.run { try await store.addPart(id, seq: seq, bytes: part) }
                     seq += 1
                 }
-                if let last = upload.takePart(final: true) { try await partWrites.run { try await store.addPart(id, seq: seq, bytes: last) } }
+                if let last = upload.takePart(final: true) {
+                    try await partWrites.run { try await store.addPart(id, seq: seq, bytes: last) }
+                }
             } catch {
                 try? await store.discard(id)
                 throw error

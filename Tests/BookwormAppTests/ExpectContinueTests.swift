@@ -12,8 +12,8 @@ import Testing
         + "1,Expected Book,Some Author,,,,read,1\n"
 
     static func head(_ method: String, _ path: String, token: String?, contentType: String, length: Int,
-                     expect: String = "100-continue") -> String {
-        "\(method) \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     expect: String = "100-continue", close: Bool = true) -> String {
+        "\(method) \(path) HTTP/1.1\r\nHost: x\r\n" + (close ? "Connection: close\r\n" : "")
             + (token.map { "Authorization: Bearer \($0)\r\n" } ?? "")
             + "Content-Type: \(contentType)\r\nContent-Length: \(length)\r\nExpect: \(expect)\r\n\r\n"
     }
@@ -28,6 +28,22 @@ import Testing
             try socket.send(Self.csv)
             let final = try #require(socket.readResponse(timeout: 30))
             #expect(final.status == 202, "\(final.body)")
+        }
+    }
+
+    /// curl keeps the connection: after the upload it asked about, the next request on it is answered.
+    @Test func aContinuedUploadKeepsItsConnectionForTheNextRequest() async throws {
+        try await withServer { server in
+            let token = try ImportBudgetTests.register(port: server.port)
+            let socket = try RawSocket(port: server.port)
+            try socket.send(Self.head("POST", "/v1/me/imports", token: token, contentType: "text/csv", length: Self.csv.utf8.count,
+                                      close: false))
+            #expect(socket.readResponse(timeout: 10)?.status == 100)
+            try socket.send(Self.csv)
+            let final = try #require(socket.readResponse(timeout: 30))
+            #expect(final.status == 202 && final.headers["connection"] != "close", "\(final.headers) \(final.body)")
+            try socket.send("GET /health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(socket.readResponse(timeout: 10)?.status == 200)
         }
     }
 
@@ -46,7 +62,7 @@ import Testing
     }
 
     /// Refused on the head: the final answer comes at once, and no `100` before it, so the
-    /// client never sends the body it asked about.
+    /// client never sends the body it asked about; it is told the connection will close.
     @Test(arguments: [
         ("a bad token", "nobody", "text/csv", 100, 401),
         ("a file past the limit", nil, "text/csv", 11 << 20, 413),
@@ -57,9 +73,11 @@ import Testing
         try await withServer { server in
             let registered = try ImportBudgetTests.register(port: server.port)
             let socket = try RawSocket(port: server.port)
-            try socket.send(Self.head("POST", "/v1/me/imports", token: token ?? registered, contentType: contentType, length: length))
+            try socket.send(Self.head("POST", "/v1/me/imports", token: token ?? registered, contentType: contentType, length: length,
+                                      close: false))
             let answer = try #require(socket.readResponse(timeout: 10), "no answer to the head")
             #expect(answer.status == status, "\(name): \(answer.status) \(answer.body)")
+            #expect(answer.headers["connection"] == "close", "\(name): \(answer.headers)")
         }
     }
 

@@ -48,8 +48,8 @@ package enum AppError: Error, Sendable, Equatable {
     case busy(code: String, detail: String, retryAfterSeconds: Int)
     case payloadTooLarge(limit: Int)
     case unsupportedMediaType(String)
-    /// 417: an `Expect` header asking for what the server does not do (the field, the detail).
-    case expectationFailed(String, String)
+    /// 417: an `Expect` header asking for what the server does not do.
+    case expectationFailed(field: String, detail: String)
     case unprocessable(String)
     /// A 422 with its own problem type (`pin_required`), naming the field when there is one.
     case unprocessableBecause(code: String, detail: String, field: String?)
