@@ -56,12 +56,14 @@ enum TailLatency {
 
 struct Percentiles {
     let p50: Double
+    let p90: Double
     let p99: Double
 
     init(_ values: [Double]) {
         let sorted = values.sorted()
         func at(_ q: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] }
         p50 = at(0.5)
+        p90 = at(0.9)
         p99 = at(0.99)
     }
 }

@@ -15,7 +15,6 @@ struct ImportStorm {
     /// The busy probe's requests while the uploads arrive (about 40: a p50 and a p90, since
     /// their p99 is their slowest), and its p99 after, while the worker imports them.
     var uploading = Percentiles([])
-    var uploadingP90 = Double.nan
     var uploadingCount = 0
     var importingP99 = Double.nan
     var idleMiB = 0.0
@@ -24,17 +23,15 @@ struct ImportStorm {
     var wakeDelay: WakeDelay?
 
     var p99Met: Bool { busy.p99 <= 2 * idle.p99 }
+    var memoryMet: Bool { peakMiB - idleMiB <= 128 }
 
     /// The busy probe's latencies in order: all of them, those up to `uploadingCount`, the rest.
     mutating func split(_ latencies: [Double]) {
         busy = Percentiles(latencies)
         busyCount = latencies.count
-        let uploads = Array(latencies.prefix(uploadingCount)).sorted()
-        uploading = Percentiles(uploads)
-        uploadingP90 = uploads.isEmpty ? .nan : uploads[min(uploads.count - 1, Int(Double(uploads.count) * 0.9))]
+        uploading = Percentiles(Array(latencies.prefix(uploadingCount)))
         importingP99 = Percentiles(Array(latencies.dropFirst(uploadingCount))).p99
     }
-    var memoryMet: Bool { peakMiB - idleMiB <= 128 }
 }
 
 extension PortabilityBenchmark {
