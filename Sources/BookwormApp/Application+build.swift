@@ -218,7 +218,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     CopiesRoutes(service: copies, users: users, clock: config.clock, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
                  publicUsers: AccountsStore(client: reads, logger: logger))
         .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    PhotosRoutes(service: PhotosService(client: client, maker: photoMaker, settings: config.photos, logger: logger))
+    let uploads = UploadPace(bytesPerSecond: config.uploadBytesPerSecond, clock: config.clock)
+    PhotosRoutes(service: PhotosService(client: client, maker: photoMaker, settings: config.photos, logger: logger), pace: uploads)
         .addRoutes(public: v1, authenticated: authenticated)
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)
     NearbyRoutes(nearby: NearbyStore(client: reads, logger: logger)).addRoutes(authenticated: authenticated)
@@ -227,7 +228,7 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     WishesRoutes(service: wishes).addRoutes(authenticated: authenticated)
     let google = addTrustRoutes(public: v1, authenticated: authenticated, config: config, client: client, sessions: sessions,
                                 throttles: throttles, logger: logger)
-    addPortabilityRoutes(to: authenticated, config: config, client: client, accounts: accounts, google: google,
+    addPortabilityRoutes(to: authenticated, config: config, client: client, uploads: uploads, accounts: accounts, google: google,
                          trades: trades, readings: readings, wishes: wishes, outbox: outbox, templates: templates, logger: logger)
     PostsRoutes(service: PostsService(client: client, reads: reads, throttles: throttles, policy: config.feed, logger: logger))
         .addRoutes(optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
@@ -237,7 +238,8 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
 }
 
 /// Sync, import, export and account erasure (the Portability room), on `authenticated`.
-func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, accounts: AccountsService,
+func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, config: Config, client: Database, uploads: UploadPace,
+                          accounts: AccountsService,
                           google: GoogleSignIn, trades: TradesService, readings: ReadingsService, wishes: WishesService, outbox: OutboxStore,
                           templates: MailTemplates, logger: Logger) {
     let sync = SyncService(client: client, readings: readings, wishes: wishes, trades: trades, policy: config.sync,
@@ -247,7 +249,7 @@ func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, conf
                                 photos: PhotosService(client: client, maker: nil, settings: config.photos, logger: logger),
                                 clock: config.clock, logger: logger)
     ExportRoutes(service: exports).addRoutes(authenticated: authenticated)
-    ImportRoutes(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger))
+    ImportRoutes(service: ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger, pace: uploads))
         .addRoutes(authenticated: authenticated)
     ErasureRoutes(service: ErasureService(client: client, accounts: accounts, google: google, trades: trades, outbox: outbox, templates: templates,
                                           policy: config.erasure, clock: config.clock, logger: logger))

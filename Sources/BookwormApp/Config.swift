@@ -50,6 +50,9 @@ package struct Config: Sendable {
     package var erasure = ErasurePolicy()
     /// Import limits (10 MiB, 20,000 rows) and the records per job run.
     package var imports = ImportPolicy()
+    /// Bytes per second taken from import and photo uploads, all together (`BOOKWORM_UPLOAD_MIB_PER_SECOND`;
+    /// 0: no limit), so that uploads arriving at once do not take every core from other requests.
+    package var uploadBytesPerSecond = 32 << 20
     /// Different reporters that hide a copy or post until an admin decides (`BOOKWORM_REPORT_HIDE_THRESHOLD`),
     /// and how old their accounts must be to count (`BOOKWORM_REPORT_MIN_ACCOUNT_HOURS`).
     package var reports = ReportPolicy()
@@ -206,6 +209,8 @@ package struct Config: Sendable {
         config.google.clientIDs = (reader.string("GOOGLE_CLIENT_IDS") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         config.google.jwksURL = try reader.url("GOOGLE_JWKS_URL", schemes: ["https", "http"]) ?? defaults.google.jwksURL
+        config.uploadBytesPerSecond = try reader.int("BOOKWORM_UPLOAD_MIB_PER_SECOND", range: 0...100_000).map { $0 << 20 }
+            ?? defaults.uploadBytesPerSecond
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -8,12 +8,15 @@ import NIOCore
 /// `PUT /v1/copies/{id}/photo` and `GET /v1/photos/{id}`.
 package struct PhotosRoutes: Sendable {
     let service: PhotosService
+    /// The process's upload budget, shared with imports.
+    let pace: UploadPace?
 
     static let maxUploadBytes = 10 << 20
     static let accepted: Set<String> = ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif"]
 
-    package init(service: PhotosService) {
+    package init(service: PhotosService, pace: UploadPace? = nil) {
         self.service = service
+        self.pace = pace
     }
 
     package func addRoutes(public group: RouterGroup<AppRequestContext>, authenticated: RouterGroup<AppRequestContext>) {
@@ -31,7 +34,7 @@ package struct PhotosRoutes: Sendable {
             throw AppError.unsupportedMediaType("Content-Type must be one of \(Self.accepted.sorted().joined(separator: ", "))")
         }
         var request = request
-        let upload = try await request.collectLimitedBody(limit: Self.maxUploadBytes)
+        let upload = try await request.collectLimitedBody(limit: Self.maxUploadBytes, pace: pace)
         let (photoID, made) = try await service.set(owner: owner, copy: id, upload: upload)
         return try .json(PhotoAnswer(photoURL: "/v1/photos/\(photoID)",
                                      photo: PhotoInfo(id: photoID, width: made.width, height: made.height, blurhash: made.blurhash)),

@@ -21,8 +21,10 @@ package struct ImportService: Sendable {
     /// user's `GET /v1/me` waited behind them (p50 about 2 ms, p90 9-12 ms while ten 9 MiB files
     /// arrived; with two at a time 0.5-0.8 ms and 3-8 ms, the uploads 10 % slower).
     let partWrites = Turns(2)
+    /// The process's upload budget, which the API's service shares with photos.
+    let pace: UploadPace?
 
-    package init(client: Database, policy: ImportPolicy, clock: any AppClock, logger: Logger) {
+    package init(client: Database, policy: ImportPolicy, clock: any AppClock, logger: Logger, pace: UploadPace? = nil) {
         self.client = client
         self.store = ImportStore(client: client, logger: logger)
         self.batch = ImportBatch(logger: logger)
@@ -30,6 +32,7 @@ package struct ImportService: Sendable {
         self.policy = policy
         self.clock = clock
         self.logger = logger
+        self.pace = pace
     }
 
     static func plan(_ data: Data, format: ImportFormat, maxRows: Int, budget: ImportBudget = ImportBudget()) throws -> ImportPlan {
@@ -47,8 +50,11 @@ package struct ImportService: Sendable {
         where Body.Element == ByteBuffer
     {
         var upload = ImportUpload(limit: policy.maxBytes)
-        var chunks = body.makeAsyncIterator()
-        while upload.pending.readableBytes < ImportSniff.headBytes, let chunk = try await chunks.next() { try upload.add(chunk) }
+        var chunks = body.makeAsyncIterator(), tab = UploadPace.Tab(pace)
+        while upload.pending.readableBytes < ImportSniff.headBytes, let chunk = try await chunks.next() {
+            try upload.add(chunk)
+            try await tab.add(chunk.readableBytes)
+        }
         guard upload.received > 0 else { throw AppError.broken("file", "is empty") }
         try ImportSniff.check(Data(upload.pending.readableBytesView), format: format)
         let now = clock.now()
@@ -63,6 +69,7 @@ package struct ImportService: Sendable {
                 var seq = 0
                 while let chunk = try await chunks.next() {
                     try upload.add(chunk)
+                    try await tab.add(chunk.readableBytes)
                     guard let part = upload.takePart() else { continue }
                     try await partWrites.run { try await store.addPart(id, seq: seq, bytes: part) }
                     seq += 1

@@ -81,6 +81,33 @@ import CVipsProbes
         }
     }
 
+    /// A photo past the process's 4 MiB burst is read at the upload pace it shares with imports
+    /// (`BOOKWORM_UPLOAD_MIB_PER_SECOND`): at 1 MiB/s, each MiB past the burst waits a second of the app's clock.
+    @Test func aPhotoPastTheBurstIsReadAtTheUploadPace() async throws {
+        try await withApp(configure: { $0.uploadBytesPerSecond = 1 << 20 }) { app in
+            let me = try await app.register()
+            let picture = try TestPictures.made("png", "gaussnoise", "OUT", "2800", "2200")
+            #expect(picture.count > 5 << 20)
+            let id = try #require(try await app.addCopy(me.token)["id"] as? String)
+            #expect(app.clock.sleeperCount == 0)
+            let finished = Mutex(false)
+            let put = Task {
+                defer { finished.withLock { $0 = true } }
+                return try await app.putPhoto(id, picture, type: "image/png", token: me.token)
+            }
+            var waited = 0.0
+            while !finished.withLock({ $0 }) {
+                // Polled with pauses: the photo is made on threads in SCHED_IDLE, which a spinning test would starve.
+                _ = try await eventually(within: 60, interval: .milliseconds(5)) { finished.withLock { $0 } || app.clock.sleeperCount > 0 }
+                guard app.clock.sleeperCount > 0 else { continue }
+                app.clock.advance(by: 0.25)
+                waited += 0.25
+            }
+            #expect(try await put.value.status == .ok)
+            #expect(waited >= Double(picture.count - (4 << 20)) / Double(1 << 20) - 0.25)
+        }
+    }
+
     @Test func aDecodePastItsDeadlineStopsAndIsNotThePicturesFault() throws {
         let black = try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3")
         let sideways = TestPictures.withPhoneMetadata(black)

@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import PostgresNIO
+import Synchronization
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -198,6 +199,36 @@ import Testing
             let other = try await app.register()
             let theirs = try await app.importFile(other.token, ImportTests.goodreadsFile(), contentType: "text/csv")
             #expect(try await app.request(.get, "/v1/me/imports/\(theirs)", token: me.token).status == .notFound)
+        }
+    }
+
+    /// An upload past the process's burst (4 MiB) is taken at the upload pace: six MiB at 1 MiB/s
+    /// waits two seconds of the app's clock, then is stored whole and imported.
+    @Test func anUploadPastTheBurstIsTakenAtTheUploadPace() async throws {
+        try await withApp(configure: { $0.uploadBytesPerSecond = 1 << 20 }) { app in
+            let me = try await app.register()
+            let review = String(repeating: "A review read on a train. ", count: 160)
+            let rows = (0..<1_600).map { TestApp.goodreadsRow(["Book Id": "\($0)", "Title": "Paced \($0)", "Author": "A", "My Review": review]) }
+            let file = Data(([TestApp.goodreadsHeader.joined(separator: ",")] + rows).joined(separator: "\n").utf8)
+            #expect(file.count > 6 << 20)
+            #expect(app.clock.sleeperCount == 0)
+            let finished = Mutex(false)
+            let upload = Task {
+                defer { finished.withLock { $0 = true } }
+                return try await app.startImport(me.token, file, contentType: "text/csv")
+            }
+            var waited = 0.0
+            while !finished.withLock({ $0 }) {
+                guard app.clock.sleeperCount > 0 else { await Task.yield(); continue }
+                app.clock.advance(by: 0.25)
+                waited += 0.25
+            }
+            let answer = try await upload.value
+            #expect(answer.status == .accepted)
+            #expect(waited >= Double(file.count - (4 << 20)) / Double(1 << 20) - 0.25)
+            let id = try #require(try answer.jsonObject()["id"] as? String)
+            try await app.runAllJobs()
+            #expect(try await app.importStatus(me.token, id)["status"] as? String == "done")
         }
     }
 
