@@ -218,7 +218,9 @@ func makeRouter(config: Config, client: Database, reads: Database, hasher: Passw
     CopiesRoutes(service: copies, users: users, clock: config.clock, library: CopiesService(client: reads, logger: logger, frequencies: SearchFrequencies(clock: config.clock)),
                  publicUsers: AccountsStore(client: reads, logger: logger))
         .addRoutes(public: v1, optionallyAuthenticated: optionallyAuthenticated, authenticated: authenticated)
-    let uploads = UploadPace(bytesPerSecond: config.uploadBytesPerSecond, clock: config.clock)
+    // A paced upload reads nothing while it waits: it must not wait as long as the idle timeout.
+    let uploads = UploadPace(bytesPerSecond: config.uploadBytesPerSecond, maxWait: Double(config.connections.idleTimeoutSeconds) / 2,
+                             clock: config.clock)
     PhotosRoutes(service: PhotosService(client: client, maker: photoMaker, settings: config.photos, logger: logger), pace: uploads)
         .addRoutes(public: v1, authenticated: authenticated)
     PinsRoutes(service: PinsService(client: client, logger: logger)).addRoutes(authenticated: authenticated)

@@ -74,6 +74,7 @@ package struct ImportService: Sendable {
                     try await partWrites.run { try await store.addPart(id, seq: seq, bytes: part) }
                     seq += 1
                 }
+                try await tab.settle()
                 if let last = upload.takePart(final: true) {
                     try await partWrites.run { try await store.addPart(id, seq: seq, bytes: last) }
                 }

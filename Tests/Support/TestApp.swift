@@ -94,7 +94,7 @@ extension Config {
         // Tests drive the outbox themselves (or opt in to the worker), and mail never lands in the checkout.
         config.runWorker = false
         config.databaseDeadlines = Database.testDeadlines
-        // Uploads of megabytes would wait on the manual clock for ever; UploadPaceTests turn it on.
+        // Uploads of megabytes would wait on the manual clock for ever; the pace's own tests turn it on.
         config.uploadBytesPerSecond = 0
         config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
         return config

@@ -74,6 +74,7 @@ extension Request {
             collected.append(contentsOf: chunk.readableBytesView)
             try await tab.add(chunk.readableBytes)
         }
+        try await tab.settle()
         return collected
     }
 
