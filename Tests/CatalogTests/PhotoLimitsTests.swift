@@ -95,14 +95,7 @@ import CVipsProbes
                 defer { finished.withLock { $0 = true } }
                 return try await app.putPhoto(id, picture, type: "image/png", token: me.token)
             }
-            var waited = 0.0
-            while !finished.withLock({ $0 }) {
-                // Polled with pauses: the photo is made on threads in SCHED_IDLE, which a spinning test would starve.
-                _ = try await eventually(within: 60, interval: .milliseconds(5)) { finished.withLock { $0 } || app.clock.sleeperCount > 0 }
-                guard app.clock.sleeperCount > 0 else { continue }
-                app.clock.advance(by: 0.25)
-                waited += 0.25
-            }
+            let waited = try await app.clock.advanceWhileAsleep(step: 0.25) { finished.withLock { $0 } }
             #expect(try await put.value.status == .ok)
             #expect(waited >= Double(picture.count - (4 << 20)) / Double(1 << 20) - 0.25)
         }

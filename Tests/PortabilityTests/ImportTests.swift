@@ -217,13 +217,7 @@ import Testing
                 defer { finished.withLock { $0 = true } }
                 return try await app.startImport(me.token, file, contentType: "text/csv")
             }
-            var waited = 0.0
-            while !finished.withLock({ $0 }) {
-                _ = try await eventually(within: 60, interval: .milliseconds(5)) { finished.withLock { $0 } || app.clock.sleeperCount > 0 }
-                guard app.clock.sleeperCount > 0 else { continue }
-                app.clock.advance(by: 0.25)
-                waited += 0.25
-            }
+            let waited = try await app.clock.advanceWhileAsleep(step: 0.25) { finished.withLock { $0 } }
             let answer = try await upload.value
             #expect(answer.status == .accepted)
             #expect(waited >= Double(file.count - (4 << 20)) / Double(1 << 20) - 0.25)

@@ -78,3 +78,18 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
         Thread { continuation.resume(with: Result { try work() }) }.start()
     }
 }
+
+extension ManualClock {
+    /// Moves the clock `step` at a time whenever something sleeps on it, until `done`; the time
+    /// moved. Polled with pauses: work on SCHED_IDLE threads (photos) would starve under a spin.
+    func advanceWhileAsleep(step: TimeInterval, until done: () -> Bool) async throws -> TimeInterval {
+        var moved = 0.0
+        while !done() {
+            _ = try await eventually(within: 60, interval: .milliseconds(5)) { done() || sleeperCount > 0 }
+            guard sleeperCount > 0 else { continue }
+            advance(by: step)
+            moved += step
+        }
+        return moved
+    }
+}
