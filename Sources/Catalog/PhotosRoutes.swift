@@ -33,7 +33,6 @@ package struct PhotosRoutes: Sendable {
         guard let declared, Self.accepted.contains(declared) else {
             throw AppError.unsupportedMediaType("Content-Type must be one of \(Self.accepted.sorted().joined(separator: ", "))")
         }
-        var request = request
         let upload = try await request.collectLimitedBody(limit: Self.maxUploadBytes, pace: pace)
         let (photoID, made) = try await service.set(owner: owner, copy: id, upload: upload)
         return try .json(PhotoAnswer(photoURL: "/v1/photos/\(photoID)",

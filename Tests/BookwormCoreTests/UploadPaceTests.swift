@@ -106,14 +106,14 @@ import Testing
             return Request(head: HTTPRequest(method: .put, scheme: "http", authority: "x", path: "/"), body: RequestBody(asyncSequence: chunks))
         }
         let pace = UploadPace(bytesPerSecond: 1 << 30, clock: ManualClock())
-        var large = request(4)
+        let large = request(4)
         do {
             _ = try await large.collectLimitedBody(limit: 1 << 20, pace: pace)
             Issue.record("1.2 MiB passed a limit of 1 MiB")
         } catch AppError.payloadTooLarge(let limit) {
             #expect(limit == 1 << 20)
         }
-        var small = request(3)
+        let small = request(3)
         #expect(try await small.collectLimitedBody(limit: 1 << 20, pace: pace).count == 3 * (300 << 10))
     }
 }

@@ -54,20 +54,12 @@ extension Request {
         }
     }
 
-    package mutating func collectLimitedBody(limit: Int, pace: UploadPace? = nil) async throws -> Data {
+    /// The body, at most `limit` bytes (413 past it, from `Content-Length` or as it is read), each
+    /// quarter MiB paid to `pace` before more is read (the client waits in TCP). The body is consumed.
+    package func collectLimitedBody(limit: Int, pace: UploadPace? = nil) async throws -> Data {
         if let length = headers[.contentLength].flatMap(Int.init), length > limit {
             throw AppError.payloadTooLarge(limit: limit)
         }
-        guard let pace else {
-            do {
-                let buffer = try await collectBody(upTo: limit)
-                return Data(buffer.readableBytesView)
-            } catch is NIOTooManyBytesError {
-                throw AppError.payloadTooLarge(limit: limit)
-            }
-        }
-        // Chunk by chunk, paid for before the next is read (the client waits in TCP); the body is
-        // consumed, as no one reads it again.
         var collected = Data(), tab = UploadPace.Tab(pace)
         for try await chunk in body {
             guard collected.count + chunk.readableBytes <= limit else { throw AppError.payloadTooLarge(limit: limit) }

@@ -81,6 +81,7 @@ package final class UploadPace: Sendable {
 
         /// Adds `bytes` read, and waits for the pace once a unit is owed.
         package mutating func add(_ bytes: Int) async throws {
+            guard pace != nil else { return }
             owed += bytes
             guard owed >= Self.unit else { return }
             try await settle()
