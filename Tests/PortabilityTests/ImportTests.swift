@@ -204,7 +204,7 @@ import Testing
 
     /// An upload past the process's burst (4 MiB) is taken at the upload pace: six MiB at 1 MiB/s
     /// waits two seconds of the app's clock, then is stored whole and imported.
-    @Test(.timeLimit(.minutes(2))) func anUploadPastTheBurstIsTakenAtTheUploadPace() async throws {
+    @Test func anUploadPastTheBurstIsTakenAtTheUploadPace() async throws {
         try await withApp(configure: { $0.uploadBytesPerSecond = 1 << 20 }) { app in
             let me = try await app.register()
             let review = String(repeating: "A review read on a train. ", count: 160)
