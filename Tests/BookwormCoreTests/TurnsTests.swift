@@ -4,7 +4,7 @@ import Testing
 
 /// `Turns`: at most its limit run at once, the others in arrival order; a caller cancelled in
 /// line leaves it, and a turn is given back whatever the work does.
-@Suite(.timeLimit(.minutes(1))) struct TurnsTests {
+@Suite(.timeLimit(.minutes(10))) struct TurnsTests {
     struct Failure: Error {}
 
     /// What the callers saw, shared with their tasks.

@@ -10,7 +10,7 @@ import Testing
 /// `UploadPace`: a burst passes at once, the rest at the rate, all uploads sharing it; time
 /// pays the debt back; a clock set back keeps the backlog but not the jump; a wait past
 /// `maxWait` is refused without a reservation; 0 is no limit; a tab pays in units and settles.
-@Suite(.timeLimit(.minutes(1))) struct UploadPaceTests {
+@Suite(.timeLimit(.minutes(10))) struct UploadPaceTests {
     static let mib = 1 << 20
 
     static func pace(_ clock: ManualClock, burst: Int = 4 * mib, maxWait: Double = 15) -> UploadPace {
