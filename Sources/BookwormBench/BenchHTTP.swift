@@ -5,7 +5,8 @@ import Glibc
 
 /// A blocking HTTP/1.1 keep-alive connection to the server under test, one per load thread:
 /// each request's latency is measured from the first byte sent to the last byte read.
-final class BenchHTTPConnection {
+/// Unchecked: a connection is used by one thread at a time (handed over before the thread starts).
+final class BenchHTTPConnection: @unchecked Sendable {
     private let fd: Int32
     private var buffer: [UInt8] = []
 
@@ -36,12 +37,21 @@ final class BenchHTTPConnection {
 
     func send(_ method: String, _ path: String, token: String?, body: [UInt8], contentType: String?,
               headers: [(String, String)] = []) throws -> (status: Int, body: String) {
+        try send(prepared: Self.request(method, path, token: token, body: body, contentType: contentType, headers: headers))
+    }
+
+    /// A request's bytes, to be sent with `send(prepared:)` (large bodies made before a timed phase).
+    static func request(_ method: String, _ path: String, token: String?, body: [UInt8], contentType: String?,
+                        headers: [(String, String)] = []) -> [UInt8] {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n"
         if let token { head += "Authorization: Bearer \(token)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let contentType { head += "Content-Type: \(contentType)\r\n" }
         head += "Content-Length: \(body.count)\r\n\r\n"
-        let bytes = Array(head.utf8) + body
+        return Array(head.utf8) + body
+    }
+
+    func send(prepared bytes: [UInt8]) throws -> (status: Int, body: String) {
         var sent = 0
         while sent < bytes.count {
             let written = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -12,8 +12,8 @@ struct ImportStorm {
     var idle = Percentiles([])
     var busy = Percentiles([])
     var busyCount = 0
-    /// The busy probe's requests while the uploads arrive (about 40: a p50 and a p90, since
-    /// their p99 is their slowest), and its p99 after, while the worker imports them.
+    /// The busy probe's requests while the uploads arrive (about 250 at the default upload pace),
+    /// and its p99 after, while the worker imports them.
     var uploading = Percentiles([])
     var uploadingCount = 0
     var importingP99 = Double.nan
@@ -39,12 +39,8 @@ extension PortabilityBenchmark {
         let stamp = Int(Date().timeIntervalSince1970)
         let tokens = try (0..<uploads).map { try BenchAccount.token(curl: tools.curl, base: base, username: "bench_storm\($0)_\(stamp)") }
         let probeToken = try BenchAccount.token(curl: tools.curl, base: base, username: Self.reader)
-        let path = BenchScratch.url("bench-storm-\(getpid()).csv").path
-        let file = Self.stormFile()
-        try file.write(toFile: path, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-
-        var storm = ImportStorm(uploads: uploads, bytes: file.utf8.count)
+        let file = Array(Self.stormFile().utf8)
+        var storm = ImportStorm(uploads: uploads, bytes: file.count)
         // The wish alerts of the copies step (c) made run first, and autovacuum (an earlier run's
         // storm users were deleted) finishes: idle is a server and a database with nothing to do.
         try await waitUntilQuiet(server.database(psql: tools.psql))
@@ -58,27 +54,24 @@ extension PortabilityBenchmark {
 
         let busy = Samples()
         let done = LockedFlag()
+        // Sent from threads of this process on connections opened beforehand: ten curl processes
+        // started here cost the machine 10-100 ms of CPU beside the probe as they began.
+        let connections = try tokens.map { _ in try BenchHTTPConnection(port: port) }
+        let requests = tokens.map { BenchHTTPConnection.request("POST", "/v1/me/imports", token: $0, body: file, contentType: "text/csv") }
+        let answers = Answers(count: uploads)
         let prober = Thread { probe(port: port, "/v1/me", token: probeToken, pauseMicros: 10_000, into: busy) { !done.isSet } }
         prober.start()
         let begun = ContinuousClock.now
-        let curls = try tokens.map { token in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: tools.curl)
-            process.arguments = ["-s", "-X", "POST", base + "/v1/me/imports", "-H", "Authorization: Bearer \(token)",
-                                 "-H", "Content-Type: text/csv", "--data-binary", "@" + path]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            return (process, output)
+        onThreads(uploads) { index in
+            let answer = try? connections[index].send(prepared: requests[index])
+            answers.set(index, answer?.body ?? "no answer")
         }
         var ids: [(token: String, id: String)] = []
-        for ((process, output), token) in zip(curls, tokens) {
-            let answer = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            if let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any], let id = object["id"] as? String {
+        for (answer, token) in zip(answers.all, tokens) {
+            if let object = try? JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String: Any], let id = object["id"] as? String {
                 ids.append((token, id))
             } else {
-                print("storm upload refused: \(String(decoding: answer.prefix(300), as: UTF8.self))")
+                print("storm upload refused: \(answer.prefix(300))")
             }
         }
         storm.uploadingCount = busy.all.latencies.count
@@ -138,6 +131,18 @@ extension PortabilityBenchmark {
         }
         return text
     }
+}
+
+/// The uploads' answers, one per thread.
+private final class Answers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var answers: [String]
+
+    init(count: Int) { answers = Array(repeating: "", count: count) }
+
+    func set(_ index: Int, _ answer: String) { lock.withLock { answers[index] = answer } }
+
+    var all: [String] { lock.withLock { answers } }
 }
 
 extension ServerUnderTest {
