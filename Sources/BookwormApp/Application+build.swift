@@ -69,13 +69,11 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     }
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
-        let workerPool = PostgresClient(configuration: settings.clientConfiguration(
-            poolSize: 3, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true,
-            idleTimeout: config.databaseIdleTimeout), backgroundLogger: logger)
-        services.append(workerPool)
-        services.append(backgroundJobs(client: database, config: config, logger: logger))
-        services += try pushServices(client: database, config: config, logger: logger)
-        services.append(OutboxWorker(client: Database(client: workerPool, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
+        let pools = backgroundPools(settings, config: config, logger: logger)
+        let jobs = Database(client: pools.jobs, deadlines: config.databaseDeadlines)
+        services += [pools.jobs, pools.mail, backgroundJobs(client: jobs, config: config, logger: logger)]
+        services += try pushServices(client: jobs, config: config, logger: logger)
+        services.append(OutboxWorker(client: Database(client: pools.mail, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
                                      policy: config.mail.outbox, logger: logger, clock: config.clock))
     }
 
@@ -91,6 +89,15 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         logger.notice("serving", metadata: ["address": .string("http://\(config.host):\(config.port)")])
     }
     return app
+}
+
+/// The in-process workers' pools, on `BackgroundLoop`: jobs and pushes; mail, whose commits are asynchronous.
+func backgroundPools(_ settings: DatabaseSettings, config: Config, logger: Logger) -> (jobs: PostgresClient, mail: PostgresClient) {
+    let (timeout, idle) = (config.databaseDeadlines.statement, config.databaseIdleTimeout)
+    let jobs = settings.clientConfiguration(poolSize: 4, statementTimeout: timeout, idleTimeout: idle)
+    let mail = settings.clientConfiguration(poolSize: 3, statementTimeout: timeout, asynchronousCommit: true, idleTimeout: idle)
+    return (PostgresClient(configuration: jobs, eventLoopGroup: BackgroundLoop.group, backgroundLogger: logger),
+            PostgresClient(configuration: mail, eventLoopGroup: BackgroundLoop.group, backgroundLogger: logger))
 }
 
 /// The app's pool of one database, and beside it the smaller pool whose sessions plan every

@@ -24,6 +24,19 @@ import Testing
         }
     }
 
+    /// The in-process workers' connections live on `BackgroundLoop`, so their replies (an import's
+    /// 9 MiB file, a chunk's rows) are never read on a loop that serves requests.
+    @Test func theWorkersPoolsReadTheirRepliesOffTheRequestsLoops() async throws {
+        try await withTestDatabase { settings, _ in
+            let pools = backgroundPools(settings, config: Config.forTests(settings), logger: Logger(label: "pool-settings-test"))
+            for pool in [pools.jobs, pools.mail] {
+                let loop = try await pool.whileRunning { client in try await client.withConnection { $0.eventLoop } }
+                #expect(loop === BackgroundLoop.group.next())
+                #expect(!LoopExecutor.loops.contains { $0 === loop })
+            }
+        }
+    }
+
     /// When this fails, swiftlang/swift#60441 may be fixed, and the pools' idle timeout may go
     /// back to PostgresNIO's minute (`DatabaseSettings.clientConfiguration`), once a look at a
     /// server's memory under load confirms it: a connection parked with an idle timer that the
