@@ -70,11 +70,10 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
         let pools = backgroundPools(settings, config: config, logger: logger)
-        let jobs = Database(client: pools.jobs, deadlines: config.databaseDeadlines)
-        services += [pools.jobs, pools.mail, backgroundJobs(client: jobs, config: config, logger: logger)]
-        services += try pushServices(client: jobs, config: config, logger: logger)
-        services.append(OutboxWorker(client: Database(client: pools.mail, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
-                                     policy: config.mail.outbox, logger: logger, clock: config.clock))
+        // The jobs' connections count in the main pool's gauges (`/metrics`), as when they shared it.
+        services += [pools.jobs, pools.mail] + (try workerServices(
+            jobs: Database(client: pools.jobs, deadlines: config.databaseDeadlines, usage: database.usage),
+            mail: Database(client: pools.mail, deadlines: config.databaseDeadlines), config: config, logger: logger))
     }
 
     // Each response is made in a child task, so that an open connection does not keep a deep stack.
@@ -89,15 +88,6 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
         logger.notice("serving", metadata: ["address": .string("http://\(config.host):\(config.port)")])
     }
     return app
-}
-
-/// The in-process workers' pools, on `BackgroundLoop`: jobs and pushes; mail, whose commits are asynchronous.
-func backgroundPools(_ settings: DatabaseSettings, config: Config, logger: Logger) -> (jobs: PostgresClient, mail: PostgresClient) {
-    let (timeout, idle) = (config.databaseDeadlines.statement, config.databaseIdleTimeout)
-    let jobs = settings.clientConfiguration(poolSize: 4, statementTimeout: timeout, idleTimeout: idle)
-    let mail = settings.clientConfiguration(poolSize: 3, statementTimeout: timeout, asynchronousCommit: true, idleTimeout: idle)
-    return (PostgresClient(configuration: jobs, eventLoopGroup: BackgroundLoop.group, backgroundLogger: logger),
-            PostgresClient(configuration: mail, eventLoopGroup: BackgroundLoop.group, backgroundLogger: logger))
 }
 
 /// The app's pool of one database, and beside it the smaller pool whose sessions plan every
@@ -263,34 +253,4 @@ func addPortabilityRoutes(to authenticated: RouterGroup<AppRequestContext>, conf
     ErasureRoutes(service: ErasureService(client: client, accounts: accounts, google: google, trades: trades, outbox: outbox, templates: templates,
                                           policy: config.erasure, clock: config.clock, logger: logger))
         .addRoutes(authenticated: authenticated)
-}
-
-/// The leased-jobs runner with every kind of background work but mail (which has the outbox
-/// worker): trade expiry and loan reminders, alert fan-out and digests, imports and exports, housekeeping. `serve` runs it unless
-/// `--no-worker`; so does `worker`.
-func backgroundJobs(client: Database, config: Config, logger: Logger) -> JobRunner {
-    let outbox = OutboxStore(client: client, logger: logger, clock: config.clock)
-    let templates = config.mailTemplates
-    let trades = config.tradesService(client: client, logger: logger)
-    let readings = ReadingsService(client: client, clock: config.clock, logger: logger)
-    let wishes = WishesService(client: client, policy: config.wishes, clock: config.clock, logger: logger)
-    let photos = PhotosService(client: client, maker: nil, settings: config.photos, logger: logger)
-    let exports = ExportService(client: client, readings: readings, wishes: wishes, trades: trades, photos: photos,
-                                clock: config.clock, logger: logger)
-    let alerts = AlertJobParts(client: client, outbox: outbox, push: config.pushQueue(client: client, logger: logger), templates: templates,
-                               policy: config.wishes, notify: config.notify, clock: config.clock, logger: logger)
-    let imports = ImportService(client: client, policy: config.imports, clock: config.clock, logger: logger)
-    return JobRunner(client: client, handlers: [
-        TradeSweep(service: trades),
-        ImportJob(service: imports),
-        ExportJob(service: exports),
-        Housekeeping(sessions: SessionStore(client: client, policy: config.sessions, logger: logger, clock: config.clock),
-                     throttles: ThrottleStore(client: client, logger: logger, clock: config.clock), outbox: outbox,
-                     syncLog: SyncStore(client: client, logger: logger), sync: config.sync,
-                     holds: ErasureSweep(client: client, logger: logger), exports: exports, imports: imports,
-                     idempotency: config.idempotencyStore(client: client, logger: logger),
-                     failedMailRetentionDays: config.mail.outbox.failedRetentionDays, logger: logger, clock: config.clock),
-        NewWishAlerts(alerts), AlertDigest(alerts),
-        PhotoRemake(service: photos, clock: config.clock),
-    ], grouped: [AlertFanOut(alerts)], logger: logger, clock: config.clock)
 }

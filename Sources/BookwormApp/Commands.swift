@@ -27,7 +27,7 @@ package func runOutboxCommand(_ action: OutboxAction, config: Config, logger: Lo
     }
 }
 
-/// `bookworm worker`: the outbox worker alone (several may run, in as many processes).
+/// `bookworm worker`: the workers without the API (several may run, in as many processes).
 package func runWorkerCommand(config: Config, logger: Logger) async throws {
     var services: [any Service] = []
     let settings: DatabaseSettings
@@ -40,20 +40,16 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     }
     // As `serve` does: the embedded cluster is migrated, a configured database must already be.
     try await prepareSchema(try Migrator.bundled(), settings: settings, migrate: config.databaseURL == nil, logger: logger)
-    let client = PostgresClient(
-        configuration: settings.clientConfiguration(poolSize: 4, statementTimeout: config.databaseDeadlines.statement, asynchronousCommit: true,
-                                                    idleTimeout: config.databaseIdleTimeout),
-        backgroundLogger: logger)
+    let pools = backgroundPools(settings, config: config, logger: logger)
+    let jobs = Database(client: pools.jobs, deadlines: config.databaseDeadlines)
     logger.notice("outbox worker", metadata: ["transport": .string(config.mail.transportDescription)])
-    let worker = OutboxWorker(client: Database(client: client, deadlines: config.databaseDeadlines), transport: try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger),
-                              policy: config.mail.outbox, logger: logger, clock: config.clock)
-    let jobs = backgroundJobs(client: Database(client: client, deadlines: config.databaseDeadlines), config: config, logger: logger)
     if let port = config.metricsPort {
-        let scrape = MetricsScrape(database: Database(client: client, deadlines: config.databaseDeadlines), hasher: nil, logger: logger)
+        let scrape = MetricsScrape(database: jobs, hasher: nil, logger: logger)
         services.append(metricsService(host: config.metricsHost, port: port, scrape: scrape, logger: logger))
     }
-    let push = try pushServices(client: Database(client: client, deadlines: config.databaseDeadlines), config: config, logger: logger)
-    let group = ServiceGroup(configuration: .init(services: services + [client, worker, jobs] + push, gracefulShutdownSignals: [.sigterm, .sigint],
+    let work = try workerServices(jobs: jobs, mail: Database(client: pools.mail, deadlines: config.databaseDeadlines), config: config,
+                                  logger: logger)
+    let group = ServiceGroup(configuration: .init(services: services + [pools.jobs, pools.mail] + work, gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))
     try await group.run()
 }

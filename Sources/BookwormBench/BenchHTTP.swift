@@ -54,7 +54,8 @@ final class BenchHTTPConnection: @unchecked Sendable {
     func send(prepared bytes: [UInt8]) throws -> (status: Int, body: String) {
         var sent = 0
         while sent < bytes.count {
-            let written = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            // A server that answers early (413, 503) and closes must not kill the benchmark with SIGPIPE.
+            let written = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             guard written > 0 else { throw Shell.Failure(description: "write failed") }
             sent += written
         }

@@ -63,8 +63,11 @@ extension PortabilityBenchmark {
         prober.start()
         let begun = ContinuousClock.now
         onThreads(uploads) { index in
-            let answer = try? connections[index].send(prepared: requests[index])
-            answers.set(index, answer?.body ?? "no answer")
+            do {
+                answers.set(index, try connections[index].send(prepared: requests[index]).body)
+            } catch {
+                answers.set(index, "no answer: \(error)")
+            }
         }
         var ids: [(token: String, id: String)] = []
         for (answer, token) in zip(answers.all, tokens) {

@@ -52,7 +52,7 @@ extension MigrateAction: ExpressibleByArgument {}
 
 struct Worker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the outbox worker alone (any number of workers may run at once); stops on SIGTERM.")
+        abstract: "Run the background workers (jobs, pushes, mail) without the API (any number may run at once); stops on SIGTERM.")
 
     func run() async throws {
         try await runWorkerCommand(config: try loadConfig(), logger: Logger(label: "bookworm.worker"))

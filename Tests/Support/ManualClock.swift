@@ -82,13 +82,14 @@ func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async t
 extension ManualClock {
     /// Moves the clock `step` at a time whenever something sleeps on it, until `done`; the time
     /// moved. Polled with pauses: work on SCHED_IDLE threads (photos) would starve under a spin.
-    /// Throws when a minute passes with nothing asleep and nothing done: bounded here rather than
-    /// by a test's time limit, which also counts the time a test waits for its turn in a full run.
-    func advanceWhileAsleep(step: TimeInterval, until done: () -> Bool) async throws -> TimeInterval {
+    /// Throws when a minute passes with nothing asleep and nothing done, or past `limit` seconds of
+    /// the clock: bounded here rather than by a test's time limit, which also counts the time a
+    /// test waits for its turn in a full run.
+    func advanceWhileAsleep(step: TimeInterval, limit: TimeInterval = 600, until done: () -> Bool) async throws -> TimeInterval {
         var moved = 0.0
         while !done() {
-            guard try await eventually(within: 60, interval: .milliseconds(5), { done() || sleeperCount > 0 }) else {
-                throw StalledWithoutSleeper(moved: moved)
+            guard moved <= limit, try await eventually(within: 60, interval: .milliseconds(5), { done() || sleeperCount > 0 }) else {
+                throw Stalled(moved: moved)
             }
             guard sleeperCount > 0 else { continue }
             advance(by: step)
@@ -98,7 +99,7 @@ extension ManualClock {
     }
 }
 
-struct StalledWithoutSleeper: Error, CustomStringConvertible {
+struct Stalled: Error, CustomStringConvertible {
     let moved: TimeInterval
-    var description: String { "nothing slept on the clock for a minute and the work was not done (moved \(moved) s)" }
+    var description: String { "the work was not done after moving the clock \(moved) s (or nothing slept on it for a minute)" }
 }

@@ -41,7 +41,8 @@ package final class LoopExecutor: TaskExecutor {
 /// HTTP loops: there, their replies were read and decoded beside requests, which waited behind
 /// them (an import's file, 9 MiB of parts; a chunk's rows; alerts). `BookwormBench portability`, ten
 /// imports at once: another user's `GET /v1/me` p99 while they were imported was 3.2-4.3 ms in five
-/// runs, and 2.7-2.8 ms in three with this loop.
+/// runs, and 2.2-2.8 ms in four with this loop. One thread: the workers' I/O is light beside
+/// requests', and a large reply (an import's file) holds up mail and pushes for milliseconds only.
 package enum BackgroundLoop {
     package static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 }
