@@ -70,9 +70,8 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
         let pools = backgroundPools(settings, config: config, logger: logger)
-        // The jobs' connections count in the main pool's gauges (`/metrics`), as when they shared it.
         services += [pools.jobs, pools.mail] + (try workerServices(
-            jobs: Database(client: pools.jobs, deadlines: config.databaseDeadlines, usage: database.usage),
+            jobs: Database(client: pools.jobs, deadlines: config.databaseDeadlines),
             mail: Database(client: pools.mail, deadlines: config.databaseDeadlines), config: config, logger: logger))
     }
 

@@ -40,9 +40,10 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     }
     // As `serve` does: the embedded cluster is migrated, a configured database must already be.
     try await prepareSchema(try Migrator.bundled(), settings: settings, migrate: config.databaseURL == nil, logger: logger)
-    let pools = backgroundPools(settings, config: config, logger: logger)
+    // No requests here to keep apart from: the workers read on every loop.
+    let pools = backgroundPools(settings, config: config, logger: logger, group: BackgroundLoop.everyLoop)
     let jobs = Database(client: pools.jobs, deadlines: config.databaseDeadlines)
-    logger.notice("outbox worker", metadata: ["transport": .string(config.mail.transportDescription)])
+    logger.notice("workers", metadata: ["transport": .string(config.mail.transportDescription)])
     if let port = config.metricsPort {
         let scrape = MetricsScrape(database: jobs, hasher: nil, logger: logger)
         services.append(metricsService(host: config.metricsHost, port: port, scrape: scrape, logger: logger))

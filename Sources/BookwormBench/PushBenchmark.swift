@@ -25,7 +25,7 @@ struct PushBenchmark {
         let fake = try await FakePushProvider.start()
         defer { fake.stop() }
         let settings = try PushSettings.fromEnvironment(EnvironmentReader(env: fake.environment.merging(["BOOKWORM_PUSH_TIMEOUT_SECONDS": "30"]) { $1 }))
-        let pool = PostgresClient(configuration: server.clientSettings.clientConfiguration(poolSize: 4, asynchronousCommit: true),
+        let pool = PostgresClient(configuration: server.clientSettings.clientConfiguration(poolSize: 6),
                                   backgroundLogger: logger)
         let (worker, reference, sequential, signed) = try await pool.whileRunning { client in
             let db = Database.forAdministration(client)

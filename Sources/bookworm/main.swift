@@ -23,7 +23,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Apply pending migrations before serving.")
     var migrate = false
 
-    @Flag(help: "Do not run the outbox worker in this process (run `bookworm worker` instead).")
+    @Flag(help: "Do not run the background workers (jobs, pushes, mail) in this process (run `bookworm worker` instead).")
     var noWorker = false
 
     func run() async throws {

@@ -24,37 +24,6 @@ import Testing
         }
     }
 
-    /// The in-process workers' connections live on `BackgroundLoop`, so their replies (an import's
-    /// 9 MiB file, a chunk's rows) are never read on a loop that serves requests.
-    @Test func theWorkersPoolsReadTheirRepliesOffTheRequestsLoops() async throws {
-        try await withTestDatabase { settings, _ in
-            let pools = backgroundPools(settings, config: Config.forTests(settings), logger: Logger(label: "pool-settings-test"))
-            for pool in [pools.jobs, pools.mail] {
-                let loop = try await pool.whileRunning { client in try await client.withConnection { $0.eventLoop } }
-                #expect(loop === BackgroundLoop.group.next())
-                #expect(!LoopExecutor.loops.contains { $0 === loop })
-            }
-        }
-    }
-
-    /// `serve`'s workers read through those pools: the job runner's and the outbox worker's
-    /// `LISTEN` connections are theirs, named in `pg_stat_activity`.
-    @Test func servesWorkersListenOnTheirOwnPools() async throws {
-        try await withApp(configure: { $0.runWorker = true }) { app in
-            var seen: [String: String] = [:]
-            let both = try await eventually(within: 60) {
-                let rows = try await app.db.query("""
-                    SELECT query, application_name FROM pg_stat_activity
-                    WHERE datname = current_database() AND query IN ('LISTEN "jobs";', 'LISTEN "outbox";')
-                    """)
-                for try await (query, name) in rows.decode((String, String).self) { seen[query] = name }
-                return seen.count == 2
-            }
-            #expect(both, "listening: \(seen)")
-            #expect(seen == ["LISTEN \"jobs\";": "bookworm jobs", "LISTEN \"outbox\";": "bookworm mail"])
-        }
-    }
-
     /// When this fails, swiftlang/swift#60441 may be fixed, and the pools' idle timeout may go
     /// back to PostgresNIO's minute (`DatabaseSettings.clientConfiguration`), once a look at a
     /// server's memory under load confirms it: a connection parked with an idle timer that the

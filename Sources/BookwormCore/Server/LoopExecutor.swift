@@ -45,6 +45,8 @@ package final class LoopExecutor: TaskExecutor {
 /// requests', and a large reply (an import's file) holds up mail and pushes for milliseconds only.
 package enum BackgroundLoop {
     package static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    /// For a process that serves no requests (`bookworm worker`).
+    package static var everyLoop: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
 }
 
 /// HTTP/1.1 whose connection task (reading requests, writing responses, and the child tasks
