@@ -69,10 +69,7 @@ package func buildApplication(config: Config) async throws -> BookwormApplicatio
     }
     if config.runWorker {
         logger.notice("mail", metadata: ["transport": .string(config.mail.transportDescription)])
-        let pools = backgroundPools(settings, config: config, logger: logger)
-        services += [pools.jobs, pools.mail] + (try workerServices(
-            jobs: Database(client: pools.jobs, deadlines: config.databaseDeadlines),
-            mail: Database(client: pools.mail, deadlines: config.databaseDeadlines), config: config, logger: logger))
+        services += try workerServices(backgroundPools(settings, config: config, logger: logger), config: config, logger: logger)
     }
 
     // Each response is made in a child task, so that an open connection does not keep a deep stack.

@@ -42,16 +42,13 @@ package func runWorkerCommand(config: Config, logger: Logger) async throws {
     try await prepareSchema(try Migrator.bundled(), settings: settings, migrate: config.databaseURL == nil, logger: logger)
     // No requests here to keep apart from: the workers read on every loop.
     let pools = backgroundPools(settings, config: config, logger: logger, group: BackgroundLoop.everyLoop)
-    let jobs = Database(client: pools.jobs, deadlines: config.databaseDeadlines)
     logger.notice("workers", metadata: ["transport": .string(config.mail.transportDescription)])
     if let port = config.metricsPort {
-        let scrape = MetricsScrape(database: jobs, hasher: nil, logger: logger)
+        let scrape = MetricsScrape(database: pools.jobs, hasher: nil, logger: logger)
         services.append(metricsService(host: config.metricsHost, port: port, scrape: scrape, logger: logger))
     }
-    let work = try workerServices(jobs: jobs, mail: Database(client: pools.mail, deadlines: config.databaseDeadlines), config: config,
-                                  logger: logger)
-    let group = ServiceGroup(configuration: .init(services: services + [pools.jobs, pools.mail] + work, gracefulShutdownSignals: [.sigterm, .sigint],
-                                                  logger: logger))
+    let group = ServiceGroup(configuration: .init(services: services + (try workerServices(pools, config: config, logger: logger)),
+                                                  gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
     try await group.run()
 }
 

@@ -15,22 +15,24 @@ import ServiceLifecycle
 /// seconds (an import's chunk); they write what users wrote, so they commit synchronously. Mail: 3,
 /// committing asynchronously (a crash of PostgreSQL may send a mail twice; `DatabaseSettings`).
 func backgroundPools(_ settings: DatabaseSettings, config: Config, logger: Logger,
-                     group: any EventLoopGroup = BackgroundLoop.group) -> (jobs: PostgresClient, mail: PostgresClient) {
+                     group: any EventLoopGroup = BackgroundLoop.group) -> (jobs: Database, mail: Database) {
     let (timeout, idle) = (config.databaseDeadlines.statement, config.databaseIdleTimeout)
     var jobs = settings.clientConfiguration(poolSize: 6, statementTimeout: timeout, idleTimeout: idle)
     var mail = settings.clientConfiguration(poolSize: 3, statementTimeout: timeout, asynchronousCommit: true, idleTimeout: idle)
     // Named in `pg_stat_activity`, for an operator (and a test) to tell them from requests'.
     jobs.options.additionalStartupParameters.append(("application_name", "bookworm jobs"))
     mail.options.additionalStartupParameters.append(("application_name", "bookworm mail"))
-    return (PostgresClient(configuration: jobs, eventLoopGroup: group, backgroundLogger: logger),
-            PostgresClient(configuration: mail, eventLoopGroup: group, backgroundLogger: logger))
+    return (Database(client: PostgresClient(configuration: jobs, eventLoopGroup: group, backgroundLogger: logger), deadlines: config.databaseDeadlines),
+            Database(client: PostgresClient(configuration: mail, eventLoopGroup: group, backgroundLogger: logger), deadlines: config.databaseDeadlines))
 }
 
-/// What a worker runs, in `serve` and in `bookworm worker`: the jobs and pushes on `jobs`, the outbox on `mail`.
-func workerServices(jobs: Database, mail: Database, config: Config, logger: Logger) throws -> [any Service] {
+/// What a worker runs, in `serve` and in `bookworm worker`: its pools, the jobs and pushes on
+/// `pools.jobs`, the outbox on `pools.mail`.
+func workerServices(_ pools: (jobs: Database, mail: Database), config: Config, logger: Logger) throws -> [any Service] {
     let transport = try config.mail.transport(dataDirectory: config.dataDirectory, logger: logger)
-    return [backgroundJobs(client: jobs, config: config, logger: logger)] + (try pushServices(client: jobs, config: config, logger: logger))
-        + [OutboxWorker(client: mail, transport: transport, policy: config.mail.outbox, logger: logger, clock: config.clock)]
+    return [pools.jobs.client, pools.mail.client, backgroundJobs(client: pools.jobs, config: config, logger: logger)]
+        + (try pushServices(client: pools.jobs, config: config, logger: logger))
+        + [OutboxWorker(client: pools.mail, transport: transport, policy: config.mail.outbox, logger: logger, clock: config.clock)]
 }
 
 /// The leased-jobs runner with every kind of background work but mail (which has the outbox

@@ -15,7 +15,7 @@ import Testing
     @Test func theWorkersPoolsReadTheirRepliesOffTheRequestsLoops() async throws {
         try await withTestDatabase { settings, _ in
             let pools = backgroundPools(settings, config: Config.forTests(settings), logger: Self.logger)
-            for (pool, name) in [(pools.jobs, "bookworm jobs"), (pools.mail, "bookworm mail")] {
+            for (pool, name) in [(pools.jobs.client, "bookworm jobs"), (pools.mail.client, "bookworm mail")] {
                 let (loop, named) = try await pool.whileRunning { client in
                     try await client.withConnection { connection in
                         var named = ""
