@@ -48,7 +48,8 @@ package struct Config: Sendable {
     package var idempotencyHours = 24
     /// Days an erased account's username stays unavailable (`BOOKWORM_USERNAME_HOLD_DAYS`).
     package var erasure = ErasurePolicy()
-    /// Import limits (10 MiB, 20,000 rows) and the records per job run.
+    /// Import limits (10 MiB, 20,000 rows), the records per job run, and the rest after each
+    /// chunk (`BOOKWORM_IMPORT_REST_PERCENT`).
     package var imports = ImportPolicy()
     /// Bytes per second taken from import and photo uploads, all together (`BOOKWORM_UPLOAD_MIB_PER_SECOND`;
     /// 0: no limit), so that uploads arriving at once do not take every core from other requests.
@@ -211,6 +212,7 @@ package struct Config: Sendable {
         config.google.jwksURL = try reader.url("GOOGLE_JWKS_URL", schemes: ["https", "http"]) ?? defaults.google.jwksURL
         config.uploadBytesPerSecond = try reader.int("BOOKWORM_UPLOAD_MIB_PER_SECOND", range: 0...100_000).map { $0 << 20 }
             ?? defaults.uploadBytesPerSecond
+        config.imports.restPercent = try reader.int("BOOKWORM_IMPORT_REST_PERCENT", range: 0...1000) ?? defaults.imports.restPercent
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -9,6 +9,13 @@ package struct ImportPolicy: Sendable {
     package var chunk = 500
     /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease.
     package var chunksPerRun = 40
+    /// After each chunk the import rests this share (percent) of the time the chunk took
+    /// (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A chunk keeps about a core busy (its
+    /// statements' backend, then the worker); with both cores busy, a request's thread waits
+    /// for a core. Ten 9 MiB imports at once (`BookwormBench portability`): another user's
+    /// `GET /v1/me` p99 while they were imported was 2.1-3.6 ms without rest (idle 1.0), 1.8-2.2
+    /// ms at 100, the imports taking twice as long (48 s against 23).
+    package var restPercent = 100
 
     package init() {}
 }

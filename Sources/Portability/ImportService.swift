@@ -121,9 +121,18 @@ package struct ImportService: Sendable {
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
         for _ in 0..<max(1, policy.chunksPerRun) {
+            let begun = ContinuousClock.now
             if try await runChunk(id, plan: plan, pins: pins) { return true }
+            try await rest(after: ContinuousClock.now - begun)
         }
         return false
+    }
+
+    /// `policy.restPercent` of `work`, on the app's clock. The work is timed on the machine's:
+    /// the rest gives back the cores the chunk took.
+    private func rest(after work: Duration) async throws {
+        guard policy.restPercent > 0 else { return }
+        try await clock.sleep(for: work * (Double(policy.restPercent) / 100))
     }
 
     /// An import whose runs keep failing (or killing their worker) ends failed rather than retried forever.

@@ -38,6 +38,11 @@ final class ManualClock: AppClock, @unchecked Sendable {
     /// How many tasks are asleep on this clock now.
     var sleeperCount: Int { state.withLockedValue { $0.sleepers.count } }
 
+    /// How long until the first sleeper wakes, if one sleeps.
+    var nextWake: TimeInterval? {
+        state.withLockedValue { state in state.sleepers.values.map { $0.deadline.timeIntervalSince(state.now) }.min() }
+    }
+
     func sleep(for duration: Duration) async throws {
         let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
         let id = UUID()

@@ -40,12 +40,14 @@ extension TestApp {
         return id
     }
 
-    /// The jobs runner with imports of `chunk` records per chunk, `chunksPerRun` chunks per run.
-    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40) -> JobRunner {
+    /// The jobs runner with imports of `chunk` records per chunk, `chunksPerRun` chunks per run,
+    /// resting `restPercent` of a chunk's time after it (on the test's clock).
+    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40, restPercent: Int = 0) -> JobRunner {
         var config = Config.forTests(settings)
         config.clock = clock
         config.imports.chunk = chunk
         config.imports.chunksPerRun = chunksPerRun
+        config.imports.restPercent = restPercent
         return backgroundJobs(client: db, config: config, logger: Logger(label: "test-jobs"))
     }
 

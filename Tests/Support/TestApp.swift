@@ -96,6 +96,8 @@ extension Config {
         config.databaseDeadlines = Database.testDeadlines
         // Uploads of megabytes would wait on the manual clock for ever; the pace's own tests turn it on.
         config.uploadBytesPerSecond = 0
+        // Likewise an import's rest between chunks; `ImportRestTests` turns it on.
+        config.imports.restPercent = 0
         config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
         return config
     }
