@@ -19,6 +19,7 @@ let testDependencies: [Target.Dependency] = rooms + [
     .product(name: "HummingbirdTesting", package: "hummingbird"),
     .product(name: "JWTKit", package: "jwt-kit"),
     .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
 ]
 
 let package = Package(

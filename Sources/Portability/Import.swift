@@ -5,17 +5,26 @@ import Foundation
 package struct ImportPolicy: Sendable {
     package var maxBytes = 10 << 20
     package var maxRows = 20_000
-    /// Records per job run (one transaction): a long import never holds back sync or vacuum long.
+    /// Records per chunk (one transaction): a long import never holds back sync or vacuum long.
     package var chunk = 500
-    /// Chunks per job run: 20,000 records at most, well inside the job's 5-minute lease.
+    /// Chunks per job run: 20,000 records at most.
     package var chunksPerRun = 40
+    /// A run that has taken this long (rests included) ends after its chunk, and the job is due
+    /// again: a job may start at half its 5-minute lease, and is not renewed while it runs.
+    package var runLimit = Duration.seconds(60)
     /// After each chunk the import rests this share (percent) of the time the chunk took
     /// (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A chunk keeps about a core busy (its
     /// statements' backend, then the worker); with both cores busy, a request's thread waits
     /// for a core. Ten 9 MiB imports at once (`BookwormBench portability`): another user's
-    /// `GET /v1/me` p99 while they were imported was 2.1-3.6 ms without rest (idle 1.0), 1.8-2.2
-    /// ms at 100, the imports taking twice as long (48 s against 23).
+    /// `GET /v1/me` p99 while they were imported was 1.8-2.8 ms in eight runs at 100, median 2.0
+    /// (idle 1.0-1.15), against 2.1-3.6 ms without rest, median 2.75; the imports took 40-49 s
+    /// instead of 23.
     package var restPercent = 100
+
+    /// The rest after a chunk that took `work`.
+    func rest(after work: Duration) -> Duration {
+        work * (Double(max(0, restPercent)) / 100)
+    }
 
     package init() {}
 }

@@ -4,6 +4,7 @@ import Logging
 import NIOPosix
 import Places
 import PostgresNIO
+import ServiceLifecycle
 
 /// Imports: the upload is looked at (its first bytes) and stored in parts as it arrives, then
 /// queued; the job reads the file under `ImportBudget` and imports chunks, each one transaction
@@ -107,6 +108,8 @@ package struct ImportService: Sendable {
     /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress;
     /// the file is parsed once per run. True when the import is finished.
     func runChunks(_ id: UUID) async throws -> Bool {
+        // A stopping worker leaves the import due again rather than start a run it would hold up.
+        if Task.isShuttingDownGracefully { return false }
         guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
         let plan: ImportPlan
         do {
@@ -120,19 +123,29 @@ package struct ImportService: Sendable {
         }
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
-        for _ in 0..<max(1, policy.chunksPerRun) {
+        let started = ContinuousClock.now, chunks = max(1, policy.chunksPerRun)
+        for index in 0..<chunks {
             let begun = ContinuousClock.now
             if try await runChunk(id, plan: plan, pins: pins) { return true }
-            try await rest(after: ContinuousClock.now - begun)
+            guard index + 1 < chunks, ContinuousClock.now - started < policy.runLimit,
+                  await rest(after: ContinuousClock.now - begun) else { return false }
         }
         return false
     }
 
-    /// `policy.restPercent` of `work`, on the app's clock. The work is timed on the machine's:
-    /// the rest gives back the cores the chunk took.
-    private func rest(after work: Duration) async throws {
-        guard policy.restPercent > 0 else { return }
-        try await clock.sleep(for: work * (Double(policy.restPercent) / 100))
+    /// Rests `policy.rest(after: work)` on the app's clock (the work is timed on the machine's:
+    /// the rest gives back the cores the chunk took); false when the worker is stopping, so the
+    /// run ends between chunks and the job is due again at once.
+    private func rest(after work: Duration) async -> Bool {
+        let rest = policy.rest(after: work)
+        if rest > .zero {
+            do {
+                try await cancelWhenGracefulShutdown { [clock] in try await clock.sleep(for: rest) }
+            } catch {
+                return false
+            }
+        }
+        return !Task.isShuttingDownGracefully
     }
 
     /// An import whose runs keep failing (or killing their worker) ends failed rather than retried forever.

@@ -1,5 +1,6 @@
 import Foundation
-import Synchronization
+import Logging
+import ServiceLifecycle
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -8,7 +9,18 @@ import Testing
 /// An import rests after each chunk, on the app's clock, for a share of the time the chunk took
 /// (`ImportPolicy.restPercent`), so that it leaves the cores to requests part of the time.
 @Suite struct ImportRestTests {
-    @Test func anImportRestsAfterEachChunkForAsLongAsTheChunkTook() async throws {
+    @Test func theRestIsItsShareOfTheChunksTime() {
+        var policy = ImportPolicy()
+        #expect(policy.rest(after: .milliseconds(40)) == .milliseconds(40))
+        policy.restPercent = 50
+        #expect(policy.rest(after: .milliseconds(40)) == .milliseconds(20))
+        policy.restPercent = 250
+        #expect(policy.rest(after: .milliseconds(40)) == .milliseconds(100))
+        policy.restPercent = 0
+        #expect(policy.rest(after: .milliseconds(40)) == .zero)
+    }
+
+    @Test func anImportRestsAfterEachChunkButTheLastForAsLongAsTheChunkTook() async throws {
         try await withApp { app in
             let me = try await app.register()
             try await app.addPin(me.token)
@@ -18,6 +30,7 @@ import Testing
             let runner = app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100)
             let begun = ContinuousClock.now
             let run = Task { try await runner.runDue() }
+            defer { run.cancel() }
             #expect(try await eventually { app.clock.sleeperCount > 0 })
             let elapsed = (ContinuousClock.now - begun) / .seconds(1)
             let rest = try #require(app.clock.nextWake)
@@ -27,22 +40,41 @@ import Testing
             #expect(resting["status"] as? String == "running")
             #expect(resting["done"] as? Int == 3)
 
-            var rests = 0
-            let finished = Finished()
-            Task { _ = try? await run.value; finished.value.withLock { $0 = true } }
-            while !finished.isSet {
-                guard try await eventually(within: 60, interval: .milliseconds(5), { finished.isSet || app.clock.sleeperCount > 0 }) else { break }
-                guard let wake = app.clock.nextWake else { continue }
-                rests += 1
-                app.clock.advance(by: wake)
-            }
-            #expect(rests == 2)
-            #expect(try await app.importStatus(me.token, id)["status"] as? String == "done")
+            #expect(try await app.clock.wakeEachSleeper(until: { try await app.importStatus(me.token, id)["status"] as? String == "done" }) == 2)
+            _ = try await run.value
         }
     }
-}
 
-private final class Finished: Sendable {
-    let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
+    @Test func aStoppingWorkerEndsTheRunDuringARestAndLeavesTheImportDue() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token)
+            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let group = ServiceGroup(configuration: .init(services: [app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100)],
+                                                          logger: Logger(label: "test-jobs")))
+            let running = Task { try await group.run() }
+            defer { running.cancel() }
+            #expect(try await eventually { app.clock.sleeperCount > 0 })
+            await group.triggerGracefulShutdown()
+            // Without waiting for the clock: a rest that ignored the shutdown would sleep for ever.
+            let stopped = try await eventually { app.clock.sleeperCount == 0 }
+            #expect(stopped, "the rest outlasted the shutdown")
+            guard stopped else { return }
+            try await running.value
+
+            // Stopped without waiting out the rest: the chunk is kept, and the job is due again at
+            // once, leased to no one, no attempt spent.
+            #expect(try await app.importStatus(me.token, id)["done"] as? Int == 3)
+            let rows = try await app.db.query("""
+                SELECT attempts::int8, lease_owner IS NULL, run_at <= \(app.clock.now()) FROM jobs WHERE kind = 'imports.run'
+                """)
+            var jobs: [(Int, Bool, Bool)] = []
+            for try await row in rows.decode((Int, Bool, Bool).self) { jobs.append(row) }
+            #expect(jobs.count == 1 && jobs.first?.0 == 0 && jobs.first?.1 == true && jobs.first?.2 == true)
+
+            let runner = app.portabilityRunner(chunk: 2, chunksPerRun: 10)
+            while try await runner.runDue() > 0 {}
+            #expect(try await app.importStatus(me.token, id)["done"] as? Int == 7)
+        }
+    }
 }

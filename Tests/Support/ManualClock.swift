@@ -104,6 +104,23 @@ extension ManualClock {
     }
 }
 
+extension ManualClock {
+    /// Wakes each sleeper in turn, moving the clock to its deadline, until `done`; how many it
+    /// woke. Throws `Stalled` when a minute passes with nothing asleep and nothing done.
+    func wakeEachSleeper(until done: () async throws -> Bool) async throws -> Int {
+        var woken = 0
+        while try await !done() {
+            guard try await eventually(within: 60, interval: .milliseconds(5), { try await done() || sleeperCount > 0 }) else {
+                throw Stalled(moved: 0)
+            }
+            guard let wake = nextWake else { continue }
+            advance(by: wake)
+            woken += 1
+        }
+        return woken
+    }
+}
+
 struct Stalled: Error, CustomStringConvertible {
     let moved: TimeInterval
     var description: String { "the work was not done after moving the clock \(moved) s (or nothing slept on it for a minute)" }
