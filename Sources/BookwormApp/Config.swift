@@ -48,8 +48,8 @@ package struct Config: Sendable {
     package var idempotencyHours = 24
     /// Days an erased account's username stays unavailable (`BOOKWORM_USERNAME_HOLD_DAYS`).
     package var erasure = ErasurePolicy()
-    /// Import limits (10 MiB, 20,000 rows), the records per job run, and the rest after each
-    /// chunk (`BOOKWORM_IMPORT_REST_PERCENT`).
+    /// Import limits (10 MiB, 20,000 rows), the records per chunk and chunks per job run, and the
+    /// rest after each chunk (`BOOKWORM_IMPORT_REST_PERCENT`).
     package var imports = ImportPolicy()
     /// Bytes per second taken from import and photo uploads, all together (`BOOKWORM_UPLOAD_MIB_PER_SECOND`;
     /// 0: no limit), so that uploads arriving at once do not take every core from other requests.

@@ -9,8 +9,9 @@ package struct ImportPolicy: Sendable {
     package var chunk = 500
     /// Chunks per job run: 20,000 records at most.
     package var chunksPerRun = 40
-    /// A run that has taken this long (rests included) ends after its chunk, and the job is due
-    /// again: a job may start at half its 5-minute lease, and is not renewed while it runs.
+    /// A run ends after the chunk past which a rest would take it this long (reading the file
+    /// included), and the job is due again: a job may start at half its 5-minute lease, and is
+    /// not renewed while it runs.
     package var runLimit = Duration.seconds(60)
     /// After each chunk the import rests this share (percent) of the time the chunk took
     /// (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A chunk keeps about a core busy (its
@@ -21,7 +22,8 @@ package struct ImportPolicy: Sendable {
     /// instead of 23.
     package var restPercent = 100
 
-    /// The rest after a chunk that took `work`.
+    /// The rest after a chunk that took `work` of the machine's time: a share of what the chunk
+    /// actually cost, however the database and the cores fared.
     func rest(after work: Duration) -> Duration {
         work * (Double(max(0, restPercent)) / 100)
     }

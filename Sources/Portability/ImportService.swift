@@ -105,11 +105,14 @@ package struct ImportService: Sendable {
         return view
     }
 
-    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress;
-    /// the file is parsed once per run. True when the import is finished.
+    /// Up to `policy.chunksPerRun` chunks, each its own transaction that moves the progress, with
+    /// a rest between two; the file is parsed once per run. True when the import is finished;
+    /// false when the run ends first (its chunks done, `policy.runLimit` reached, the worker
+    /// stopping), and the job is due again at once.
     func runChunks(_ id: UUID) async throws -> Bool {
         // A stopping worker leaves the import due again rather than start a run it would hold up.
         if Task.isShuttingDownGracefully { return false }
+        let started = ContinuousClock.now
         guard let snapshot = try await client.transaction(logger: logger, { try await store.lockPending(id, on: $0) }) else { return true }
         let plan: ImportPlan
         do {
@@ -123,21 +126,21 @@ package struct ImportService: Sendable {
         }
         if snapshot.total != plan.total { try await store.setTotal(id, plan.total) }
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
-        let started = ContinuousClock.now, chunks = max(1, policy.chunksPerRun)
+        let chunks = max(1, policy.chunksPerRun)
         for index in 0..<chunks {
             let begun = ContinuousClock.now
             if try await runChunk(id, plan: plan, pins: pins) { return true }
-            guard index + 1 < chunks, ContinuousClock.now - started < policy.runLimit,
-                  await rest(after: ContinuousClock.now - begun) else { return false }
+            guard index + 1 < chunks, await rest(after: ContinuousClock.now - begun, runStarted: started) else { return false }
         }
         return false
     }
 
     /// Rests `policy.rest(after: work)` on the app's clock (the work is timed on the machine's:
-    /// the rest gives back the cores the chunk took); false when the worker is stopping, so the
-    /// run ends between chunks and the job is due again at once.
-    private func rest(after work: Duration) async -> Bool {
+    /// the rest gives back the cores the chunk took). False when the run should end instead: the
+    /// rest would take it to `policy.runLimit`, or the worker is stopping.
+    private func rest(after work: Duration, runStarted: ContinuousClock.Instant) async -> Bool {
         let rest = policy.rest(after: work)
+        guard ContinuousClock.now - runStarted + rest < policy.runLimit else { return false }
         if rest > .zero {
             do {
                 try await cancelWhenGracefulShutdown { [clock] in try await clock.sleep(for: rest) }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 @testable import BookwormCore
 @testable import Portability
@@ -31,7 +32,8 @@ import Testing
             let begun = ContinuousClock.now
             let run = Task { try await runner.runDue() }
             defer { run.cancel() }
-            #expect(try await eventually { app.clock.sleeperCount > 0 })
+            // Reading the file waits for the process's one low-priority thread, which other tests share.
+            #expect(try await eventually(within: 120) { app.clock.sleeperCount > 0 })
             let elapsed = (ContinuousClock.now - begun) / .seconds(1)
             let rest = try #require(app.clock.nextWake)
             #expect(rest > 0 && rest <= elapsed)
@@ -45,6 +47,32 @@ import Testing
         }
     }
 
+    @Test func aRunEndsAtItsTimeLimitOrAfterItsLastChunkWithoutAnotherRest() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token)
+            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            // At its time limit, a run ends after its chunk instead of resting.
+            let limited = Task { try await app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100, runLimit: .zero).runDue() }
+            defer { limited.cancel() }
+            let ended = Finished()
+            Task { _ = try? await limited.value; ended.set() }
+            #expect(try await eventually(within: 120) { ended.isSet || app.clock.sleeperCount > 0 })
+            #expect(app.clock.sleeperCount == 0, "the run rested past its time limit")
+            guard ended.isSet else { return }
+            #expect(try await limited.value == 1)
+            #expect(try await app.importStatus(me.token, id)["done"] as? Int == 3)
+
+            // Two chunks a run: one rest between them, none after the second.
+            let run = Task { try await app.portabilityRunner(chunk: 1, chunksPerRun: 2, restPercent: 100).runDue() }
+            defer { run.cancel() }
+            let finished = Finished()
+            Task { _ = try? await run.value; finished.set() }
+            #expect(try await app.clock.wakeEachSleeper(until: { finished.isSet }) == 1)
+            #expect(try await app.importStatus(me.token, id)["done"] as? Int == 5)
+        }
+    }
+
     @Test func aStoppingWorkerEndsTheRunDuringARestAndLeavesTheImportDue() async throws {
         try await withApp { app in
             let me = try await app.register()
@@ -54,7 +82,7 @@ import Testing
                                                           logger: Logger(label: "test-jobs")))
             let running = Task { try await group.run() }
             defer { running.cancel() }
-            #expect(try await eventually { app.clock.sleeperCount > 0 })
+            #expect(try await eventually(within: 120) { app.clock.sleeperCount > 0 })
             await group.triggerGracefulShutdown()
             // Without waiting for the clock: a rest that ignored the shutdown would sleep for ever.
             let stopped = try await eventually { app.clock.sleeperCount == 0 }
@@ -77,4 +105,10 @@ import Testing
             #expect(try await app.importStatus(me.token, id)["done"] as? Int == 7)
         }
     }
+}
+
+private final class Finished: Sendable {
+    let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }

@@ -41,13 +41,14 @@ extension TestApp {
     }
 
     /// The jobs runner with imports of `chunk` records per chunk, `chunksPerRun` chunks per run,
-    /// resting `restPercent` of a chunk's time after it (on the test's clock).
-    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40, restPercent: Int = 0) -> JobRunner {
+    /// resting `restPercent` of a chunk's time after it (on the test's clock), a run ending at `runLimit`.
+    func portabilityRunner(chunk: Int = 500, chunksPerRun: Int = 40, restPercent: Int = 0, runLimit: Duration = .seconds(60)) -> JobRunner {
         var config = Config.forTests(settings)
         config.clock = clock
         config.imports.chunk = chunk
         config.imports.chunksPerRun = chunksPerRun
         config.imports.restPercent = restPercent
+        config.imports.runLimit = runLimit
         return backgroundJobs(client: db, config: config, logger: Logger(label: "test-jobs"))
     }
 
