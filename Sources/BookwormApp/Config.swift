@@ -213,6 +213,8 @@ package struct Config: Sendable {
         config.uploadBytesPerSecond = try reader.int("BOOKWORM_UPLOAD_MIB_PER_SECOND", range: 0...100_000).map { $0 << 20 }
             ?? defaults.uploadBytesPerSecond
         config.imports.restPercent = try reader.int("BOOKWORM_IMPORT_REST_PERCENT", range: 0...1000) ?? defaults.imports.restPercent
+        let idle = try reader.bool("BOOKWORM_BACKGROUND_IDLE") ?? true
+        (config.photos.idle, config.imports.readsIdle) = (idle, idle)
         config.maxBodyBytes = try reader.int("BOOKWORM_MAX_BODY_BYTES", range: 1024...(1 << 30)) ?? defaults.maxBodyBytes
         config.connections = try ConnectionPolicy(
             idleTimeoutSeconds: reader.int("BOOKWORM_IDLE_TIMEOUT_SECONDS", range: 1...3600) ?? defaults.connections.idleTimeoutSeconds,

@@ -43,6 +43,9 @@ package final class PhotoMaker: Service, Sendable {
         package var edges: [Int32] = [1600, 480, 160]
         package var jpegQuality: Int32 = 82
         package var webpQuality: Int32 = 80
+        /// Photo threads (and libvips' own) run in `SCHED_IDLE`. Tests turn it off: a full run
+        /// keeps both cores busy for minutes, and a `SCHED_IDLE` thread gets next to none of them.
+        package var idle = true
 
         package init(concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, queueLimit: Int? = nil) {
             self.concurrency = max(1, concurrency)
@@ -67,8 +70,9 @@ package final class PhotoMaker: Service, Sendable {
     /// Starts libvips on a photo thread (so its own threads take that thread's policy), and
     /// fails the server at once if it cannot.
     package func run() async throws {
+        let idle = settings.idle
         let started = try await pool.runIfActive {
-            LowPriorityThread.idleOnce()
+            if idle { LowPriorityThread.idleOnce() }
             return bw_vips_start()
         }
         guard started == 0 else { throw AppError.unavailable("libvips could not start") }
@@ -83,7 +87,7 @@ package final class PhotoMaker: Service, Sendable {
             try await pool.runIfActive {
                 // A photo waits behind requests, never the other way round; libvips' own threads,
                 // started from here, take the same policy (GLib's pools copy their creator's).
-                LowPriorityThread.idleOnce()
+                if settings.idle { LowPriorityThread.idleOnce() }
                 return try Self.makeNow(upload, settings: settings)
             }
         }

@@ -30,7 +30,7 @@ package struct PhotosService: Sendable {
     private func make(_ upload: Data) async throws -> MadePhoto {
         if let maker { return try await maker.make(upload) }
         let settings = settings
-        return try await LowPriorityThread.background { try PhotoMaker.makeNow(upload, settings: settings) }
+        return try await LowPriorityThread.background(idle: settings.idle) { try PhotoMaker.makeNow(upload, settings: settings) }
     }
 
     /// The copy's new photo; the one it replaces goes when no copy shows it any more. The

@@ -21,6 +21,9 @@ package struct ImportPolicy: Sendable {
     /// (idle 1.0-1.15), against 2.1-3.6 ms without rest, median 2.75; the imports took 40-49 s
     /// instead of 23.
     package var restPercent = 100
+    /// The file is read on the background thread in `SCHED_IDLE` (`LowPriorityThread`); tests
+    /// turn it off, as they do for photos.
+    package var readsIdle = true
 
     /// The rest after a chunk that took `work` of the machine's time: a share of what the chunk
     /// actually cost, however the database and the cores fared.

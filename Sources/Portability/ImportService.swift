@@ -117,7 +117,7 @@ package struct ImportService: Sendable {
         let plan: ImportPlan
         do {
             let (payload, format, maxRows) = (snapshot.payload, snapshot.format, policy.maxRows)
-            plan = try await LowPriorityThread.background { try Self.plan(payload, format: format, maxRows: maxRows) }
+            plan = try await LowPriorityThread.background(idle: policy.readsIdle) { try Self.plan(payload, format: format, maxRows: maxRows) }
         } catch {
             // Whatever reading the file throws is the file's fault: the job must not retry it forever.
             let message = (error as? AppError).map(Self.fileMessage) ?? "cannot be read"

@@ -14,7 +14,7 @@ import CVipsProbes
 /// and a decode deadline in CPU time.
 @Suite struct PhotoLimitsTests {
     @Test func pastItsThreadsAndQueueAnUploadIs503WithRetryAfter() async throws {
-        let maker = try PhotoMaker(settings: .init(concurrency: 1, queueLimit: 0))
+        let maker = try PhotoMaker(settings: .ordinaryThreads(concurrency: 1, queueLimit: 0))
         let large = try TestPictures.made("jpg", "black", "OUT", "4000", "3000", "--bands", "3"), small = try TestPictures.phoneJPEG()
         let first = Task { try await maker.make(large) }
         while maker.admittedCount == 0 { await Task.yield() }
@@ -30,7 +30,7 @@ import CVipsProbes
     /// Memory has a known ceiling: libvips keeps no cache of operations, pixels or files, and
     /// each picture's pipeline runs on the photo thread alone.
     @Test func libvipsKeepsNoCacheAndOneThreadPerPicture() async throws {
-        let maker = try PhotoMaker(settings: .init(concurrency: 1, queueLimit: 0))
+        let maker = try PhotoMaker(settings: .ordinaryThreads(concurrency: 1, queueLimit: 0))
         _ = try await maker.make(try TestPictures.phoneJPEG())
         var operations: Int32 = -1, bytes = 1, files: Int32 = -1, threads: Int32 = -1
         bw_probe_limits(&operations, &bytes, &files, &threads)
@@ -48,12 +48,18 @@ import CVipsProbes
             #expect(throws: ConfigError.self, "\(bad)") { try Config.fromEnvironment(["BOOKWORM_IMAGE_CONCURRENCY": bad]) }
         }
         #expect(throws: ConfigError.self) { try Config.fromEnvironment(["BOOKWORM_IMAGE_QUEUE": "-1"]) }
+        // Photo threads and an import's reading run in SCHED_IDLE unless the operator says otherwise.
+        let unsetImports = try Config.fromEnvironment([:]).imports
+        #expect(unset.idle && unsetImports.readsIdle)
+        let ordinary = try Config.fromEnvironment(["BOOKWORM_IMAGE_CONCURRENCY": "2", "BOOKWORM_BACKGROUND_IDLE": "false"])
+        #expect(!ordinary.photos.idle && !ordinary.imports.readsIdle)
+        #expect(throws: ConfigError.self) { try Config.fromEnvironment(["BOOKWORM_BACKGROUND_IDLE": "sometimes"]) }
     }
 
     /// Over HTTP: one thread and no queue, four large uploads at once. Those shed are 503
     /// problem+json with `Retry-After`; the others are made; each copy has a photo or none.
     @Test func uploadsPastTheThreadAreShedWith503AndRetryAfter() async throws {
-        try await withApp(configure: { $0.photos = .init(concurrency: 1, queueLimit: 0) }) { app in
+        try await withApp(configure: { $0.photos.concurrency = 1; $0.photos.queueLimit = 0 }) { app in
             let owner = try await app.register()
             // A PNG: every pixel is inflated (a JPEG would be decoded at an eighth of its size).
             let large = try TestPictures.made("png", "black", "OUT", "6000", "6000", "--bands", "3")
@@ -149,5 +155,14 @@ import CVipsProbes
             }.start()
         }
         #expect(made.width == 1200 && made.height == 1600)
+    }
+}
+
+extension PhotoMaker.Settings {
+    /// Photo threads at ordinary priority: in `SCHED_IDLE` a full run's load would starve them.
+    static func ordinaryThreads(concurrency: Int, queueLimit: Int) -> Self {
+        var settings = Self(concurrency: concurrency, queueLimit: queueLimit)
+        settings.idle = false
+        return settings
     }
 }

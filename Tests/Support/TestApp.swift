@@ -98,6 +98,10 @@ extension Config {
         config.uploadBytesPerSecond = 0
         // Likewise an import's rest between chunks; `ImportRestTests` turns it on.
         config.imports.restPercent = 0
+        // A full run keeps both cores busy for minutes: SCHED_IDLE threads would get next to none
+        // of them, and a photo or an import's reading would wait past any test's patience.
+        config.photos.idle = false
+        config.imports.readsIdle = false
         config.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-test-\(UUID().uuidString)").path
         return config
     }

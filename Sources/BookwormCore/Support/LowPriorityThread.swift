@@ -42,14 +42,23 @@ package enum LowPriorityThread {
         return pool
     }()
 
-    /// `work` on the background thread, in `SCHED_IDLE` as photos are (`idleOnce`): it waits
-    /// whenever a request's thread wants the core. A 10,000-line import beside a steady stream of
-    /// `GET /v1/copies` still takes 4-5 s (`BookwormBench portability`).
-    package static func background<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    /// `work` on the background thread, in `SCHED_IDLE` as photos are (`idleOnce`) unless `idle`
+    /// is false: it waits whenever a request's thread wants the core. A 10,000-line import beside
+    /// a steady stream of `GET /v1/copies` still takes 4-5 s (`BookwormBench portability`). The
+    /// policy is set for each piece of work, since callers of the one thread may differ.
+    package static func background<T: Sendable>(idle: Bool, _ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await single.runIfActive {
-            idleOnce()
+            setPolicy(idle: idle)
             return try work()
         }
+    }
+
+    private static func setPolicy(idle: Bool) {
+        #if os(Linux)
+        var parameters = sched_param()
+        // SCHED_IDLE is 5, SCHED_OTHER 0 (see idleOnce).
+        _ = sched_setscheduler(0, idle ? 5 : 0, &parameters)
+        #endif
     }
 
     #if os(Linux)
