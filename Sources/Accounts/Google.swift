@@ -10,6 +10,8 @@ package struct GoogleSettings: Sendable {
     package var jwksURL = "https://www.googleapis.com/oauth2/v3/certs"
     /// At most one fetch per this many seconds when a token names a key we do not know.
     package var refetchInterval: TimeInterval = 60
+    /// A fetch of the keys that has not finished by then fails (503).
+    package var fetchTimeout: TimeInterval = 5
     /// Clock skew tolerated on `exp` and `iat`.
     package var leeway: TimeInterval = 60
 

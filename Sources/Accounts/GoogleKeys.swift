@@ -12,6 +12,7 @@ import NIOHTTP1
 actor GoogleKeySet {
     let url: String
     let refetchInterval: TimeInterval
+    let fetchTimeout: TimeInterval
     let clock: any AppClock
     let logger: Logger
     private var keys = JWTKeyCollection()
@@ -20,9 +21,10 @@ actor GoogleKeySet {
     private var lastFetch: Date?
     private var fetching: Task<Void, any Error>?
 
-    init(url: String, refetchInterval: TimeInterval, clock: any AppClock, logger: Logger) {
+    init(url: String, refetchInterval: TimeInterval, fetchTimeout: TimeInterval, clock: any AppClock, logger: Logger) {
         self.url = url
         self.refetchInterval = refetchInterval
+        self.fetchTimeout = fetchTimeout
         self.clock = clock
         self.logger = logger
     }
@@ -72,7 +74,7 @@ actor GoogleKeySet {
         lastFetch = clock.now()
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(5))
+        let response = try await HTTPClient.shared.execute(request, timeout: .milliseconds(Int64(fetchTimeout * 1000)))
         guard response.status == .ok else { throw AppError.unavailable("Google keys: HTTP \(response.status.code)") }
         let body = try await response.body.collect(upTo: 1 << 20)
         let jwks = try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))

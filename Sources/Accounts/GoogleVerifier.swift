@@ -14,7 +14,8 @@ package struct GoogleVerifier: Sendable {
 
     package init(settings: GoogleSettings, clock: any AppClock, logger: Logger) {
         self.settings = settings
-        self.keySet = GoogleKeySet(url: settings.jwksURL, refetchInterval: settings.refetchInterval, clock: clock, logger: logger)
+        self.keySet = GoogleKeySet(url: settings.jwksURL, refetchInterval: settings.refetchInterval,
+                                   fetchTimeout: settings.fetchTimeout, clock: clock, logger: logger)
         self.clock = clock
         self.logger = logger
     }

@@ -14,6 +14,10 @@ import Testing
             try await withApp(configure: {
                 $0.google.clientIDs = ["another-client.apps.googleusercontent.com", FakeGoogle.clientID]
                 $0.google.jwksURL = google.jwksURL
+                // The fake serves from the test process's cooperative threads, which a full run
+                // keeps busy: a missed fetch would leave the key set empty until the (never
+                // advanced) clock allows another.
+                $0.google.fetchTimeout = 60
             }) { app in try await body(app, google) }
         }
     }

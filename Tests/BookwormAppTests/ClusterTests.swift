@@ -13,9 +13,7 @@ import Glibc
 /// Several real processes on one PostgreSQL: two `serve --no-worker` and two `worker`.
 @Suite struct ClusterTests {
     static func workerEnvironment(_ settings: DatabaseSettings, smtp: String) -> [String: String] {
-        ["DATABASE_URL": settings.connectionURL, "SMTP_URL": smtp, "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
-         "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
-         "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
+        bookwormEnvironment(["DATABASE_URL": settings.connectionURL, "SMTP_URL": smtp, "BOOKWORM_MAIL_POLL_SECONDS": "1"])
     }
 
     @Test func twoAPIsAndTwoWorkersShareThrottlesAndDeliverEveryMailOnce() async throws {
@@ -135,7 +133,7 @@ import Glibc
         let id = UUID().uuidString.lowercased()
         guard let socket = try? RawSocket(port: port) else { return .refused }
         let request = "GET /v1/copies?limit=5 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Request-Id: \(id)\r\n\r\n"
-        guard (try? socket.send(request)) != nil, let response = socket.readResponse(timeout: 10) else { return .dropped(id: id) }
+        guard (try? socket.send(request)) != nil, let response = socket.readResponse(timeout: 30) else { return .dropped(id: id) }
         return .answered(port: port, status: response.status)
     }
 

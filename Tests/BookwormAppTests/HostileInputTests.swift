@@ -193,7 +193,7 @@ import Testing
             #expect(refused.body.contains("\"status\":503") && refused.body.contains("overloaded"), "\(refused.body)")
             // A slot freed is a client served.
             held.forEach { $0.shutdownWrite() }
-            #expect(try await eventually(within: 10) {
+            #expect(try await eventually(within: 30) {
                 try await offThePool { (try? rawRequest(port: port, "GET", "/health/live", timeout: 5))?.status == 200 }
             })
         }

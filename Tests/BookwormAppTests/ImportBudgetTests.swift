@@ -154,11 +154,9 @@ import Glibc
         try await withTestDatabase { settings, _ in
             let server = try await ServerProcess(databaseURL: settings.connectionURL)
             defer { server.stop() }
-            var environment = [
+            let environment = bookwormEnvironment([
                 "DATABASE_URL": settings.connectionURL, "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "4",
-                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-            ]
-            environment["BOOKWORM_DATA_DIR"] = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path
+            ])
             let worker = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
             defer { kill(worker, SIGTERM); _ = ChildProcess.wait(worker) }
 

@@ -93,10 +93,8 @@ import Glibc
         try await withTestDatabase { settings, db in
             let a = try await ServerProcess(databaseURL: settings.connectionURL)
             defer { a.stop() }
-            let worker = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: [
-                "DATABASE_URL": settings.connectionURL, "LOG_LEVEL": "error", "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
-            ])
+            let worker = try ChildProcess.spawn(try bookwormBinary(), ["worker"],
+                                                environment: bookwormEnvironment(["DATABASE_URL": settings.connectionURL]))
             defer {
                 kill(worker, SIGTERM)
                 _ = ChildProcess.wait(worker)

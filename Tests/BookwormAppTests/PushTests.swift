@@ -202,7 +202,7 @@ import Testing
             for token in [failing, silent, refused] { _ = try await requestedTrade(app, token: token) }
             // The silent provider is waited out; the others answer long before (a timeout of 3 s
             // was reached by a loaded machine's answers, and a refused push then went again).
-            try await app.sendPushes(fake, timeout: 8)
+            try await app.sendPushes(fake, timeout: 15)
             let waiting = try await app.queuedPushes()
             #expect(waiting.count == 2)
             #expect(waiting.allSatisfy { $0.attempts == 1 && $0.dueIn >= 20 })

@@ -23,11 +23,9 @@ import Testing
                 _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
                 tokens.append(token)
             }
-            var environment = fake.environment.merging([
-                "DATABASE_URL": app.settings.connectionURL, "LOG_LEVEL": "error", "BOOKWORM_PUSH_TIMEOUT_SECONDS": "120",
-                "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("push-worker-\(UUID().uuidString)").path,
-                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-            ]) { $1 }
+            var environment = bookwormEnvironment(fake.environment.merging([
+                "DATABASE_URL": app.settings.connectionURL, "BOOKWORM_PUSH_TIMEOUT_SECONDS": "120",
+            ]) { $1 })
             environment["SMTP_URL"] = nil
             let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
             let inFlight = try await eventually(within: 60) { tokens.allSatisfy { fake.attempts($0) == 1 } }
@@ -113,11 +111,9 @@ import Testing
             _ = try await app.trade(try await app.registerTrader().token, copy: try await app.copyID(owner.token))
             try await app.db.query("INSERT INTO jobs (kind, key, run_at, payload) VALUES ('push', \(UUID().uuidString), '-infinity', '[]'::jsonb)")
             let metricsPort = try ServerProcess.freePort()
-            var environment = fake.environment.merging([
-                "DATABASE_URL": app.settings.connectionURL, "LOG_LEVEL": "error", "BOOKWORM_METRICS_PORT": String(metricsPort),
-                "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("push-metrics-\(UUID().uuidString)").path,
-                "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-            ]) { $1 }
+            var environment = bookwormEnvironment(fake.environment.merging([
+                "DATABASE_URL": app.settings.connectionURL, "BOOKWORM_METRICS_PORT": String(metricsPort),
+            ]) { $1 })
             environment["FCM_SERVICE_ACCOUNT_FILE"] = nil
             let pid = try ChildProcess.spawn(try bookwormBinary(), ["worker"], environment: environment)
             defer {

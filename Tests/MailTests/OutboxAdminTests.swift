@@ -43,7 +43,7 @@ import Testing
                     .compactMap { try? String(contentsOfFile: folder + "/mail/new/" + $0, encoding: .utf8) }
             }
             func waitFor(_ count: Int) async throws -> [String] {
-                _ = try await eventually(within: 10) { mails().count >= count }
+                _ = try await eventually(within: 60) { mails().count >= count }
                 return mails()
             }
             let owner = try await app.register()

@@ -11,11 +11,10 @@ import Testing
 @Suite struct WorkerProcessTests {
     /// A `bookworm worker` on this test's database and sink: 5 s lease, polling every second.
     static func workerEnvironment(_ app: TestApp, _ sink: SMTPSink, batch: Int) -> [String: String] {
-        [
+        bookwormEnvironment([
             "DATABASE_URL": app.settings.connectionURL, "SMTP_URL": sink.url, "BOOKWORM_MAIL_BATCH": String(batch),
-            "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1", "LOG_LEVEL": "error",
-            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-        ]
+            "BOOKWORM_MAIL_LEASE_SECONDS": "5", "BOOKWORM_MAIL_POLL_SECONDS": "1",
+        ])
     }
 
     /// A `bookworm worker` process killed with SIGKILL mid-batch: its leased rows come back
@@ -89,6 +88,36 @@ import Testing
                 // have sent it; a loaded machine once took just over 10 s.
                 let mail = try await sink.waitForMessages(1, timeout: 30)
                 #expect(mail.first?.envelopeTo == account.email)
+            }
+        }
+    }
+
+    /// A message committed while the worker's `LISTEN` connection is down (a reconnect) goes
+    /// out once it listens again, not at the next poll: here the poll timer never fires.
+    @Test func aMessageQueuedWhileTheListenerIsDownGoesOutWhenItListensAgain() async throws {
+        try await withSink { sink in
+            let url = sink.url
+            try await withApp(configure: {
+                $0.runWorker = true
+                $0.mail.smtpURL = url
+                $0.mail.outbox.pollInterval = 3600
+            }) { app in
+                let listener = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"outbox\";'"
+                #expect(try await eventually(within: 60) { try await app.db.query(PostgresQuery(unsafeSQL: listener)).rows.count == 1 })
+                let outbox = OutboxStore(client: app.db, logger: Logger(label: "test"), clock: app.clock)
+                let from = "Bookworm <no-reply@example.org>"
+                let message = MailMessage(messageID: MailMessage.newMessageID(from: from), from: from, to: "reader@example.org",
+                                          replyTo: nil, subject: "Hello", body: "Body", date: app.clock.now())
+                // The listener's connection ends inside the transaction that queues the message,
+                // so the message's NOTIFY, sent at commit, reaches no one.
+                try await app.db.transaction(logger: Logger(label: "test")) { connection in
+                    let ended = try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) FROM (\(listener)) listener"),
+                                                           logger: Logger(label: "test")).collect()
+                    #expect(ended.count == 1)
+                    try await outbox.enqueue(message, kind: .contact, on: connection)
+                }
+                let mail = try await sink.waitForMessages(1, timeout: 60)
+                #expect(mail.first?.header("Message-ID") == message.messageID)
             }
         }
     }

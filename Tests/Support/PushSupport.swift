@@ -8,8 +8,9 @@ import NIOConcurrencyHelpers
 @testable import BookwormApp
 
 extension FakePushProvider {
-    /// The settings those variables make; a test that waits out a silent provider shortens the timeout.
-    func settings(timeout: Int = 10, batchSize: Int? = nil) throws -> PushSettings {
+    /// The settings those variables make; a test that waits out a silent provider shortens the timeout
+    /// (a minute otherwise: a retried push would break a test's count of attempts).
+    func settings(timeout: Int = 60, batchSize: Int? = nil) throws -> PushSettings {
         var settings = try PushSettings.fromEnvironment(EnvironmentReader(env: environment.merging(
             ["BOOKWORM_PUSH_TIMEOUT_SECONDS": String(timeout)]) { $1 }))
         if let batchSize { settings.batchSize = batchSize }
@@ -40,7 +41,7 @@ func withPushApp(configure: @Sendable @escaping (inout Config) -> Void = { _ in 
 
 extension TestApp {
     /// The push worker on this test's database and clock, for the length of `body`.
-    func withPushWorker<T: Sendable>(_ fake: FakePushProvider, timeout: Int = 10, batchSize: Int? = nil,
+    func withPushWorker<T: Sendable>(_ fake: FakePushProvider, timeout: Int = 60, batchSize: Int? = nil,
                                      _ body: (JobRunner, PushTransport) async throws -> T) async throws -> T {
         var config = Config.forTests(settings)
         config.clock = clock
@@ -60,7 +61,7 @@ extension TestApp {
 
     /// Sends what is due, as a worker would, until nothing more is; returns the tokens made (APNs, FCM).
     @discardableResult
-    func sendPushes(_ fake: FakePushProvider, timeout: Int = 10, batchSize: Int? = nil) async throws -> (apns: Int, fcm: Int) {
+    func sendPushes(_ fake: FakePushProvider, timeout: Int = 60, batchSize: Int? = nil) async throws -> (apns: Int, fcm: Int) {
         try await withPushWorker(fake, timeout: timeout, batchSize: batchSize) { runner, transport in
             while try await runner.runDue() > 0 {}
             return await transport.tokensMade()

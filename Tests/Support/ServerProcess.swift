@@ -24,22 +24,14 @@ final class ServerProcess: @unchecked Sendable {
     /// Starts `bookworm serve --no-worker --migrate` on `databaseURL` (nil: the embedded cluster
     /// of its `BOOKWORM_DATA_DIR`) and waits until it answers.
     init(databaseURL: String?, port: Int? = nil, environment extra: [String: String] = [:]) async throws {
-        var environment = [
+        var environment = bookwormEnvironment([
             // A small pool: a dozen of these run beside the in-process tests, and at the default
             // of 20 each they made most of the test cluster's load and connections.
             "LOG_LEVEL": "warning", "BOOKWORM_DB_POOL_SIZE": "6",
             "BOOKWORM_ARGON2_MEMORY_KIB": "8", "BOOKWORM_ARGON2_ITERATIONS": "1",
             // Stopping takes no drain unless a test asks for one (`DrainTests`).
             "BOOKWORM_SHUTDOWN_DRAIN_SECONDS": "0",
-            // A fresh process opens its first connections while the whole suite loads both cores:
-            // the production 2 s to get one answered a registration 503 in CI. Tests of the
-            // deadline itself set their own (`OutageTests`).
-            "BOOKWORM_DB_ACQUIRE_TIMEOUT_MS": "10000",
-            // SCHED_IDLE photo and import threads get next to no CPU while the suite loads both cores.
-            "BOOKWORM_BACKGROUND_IDLE": "false",
-            "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
-            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-        ]
+        ])
         environment["DATABASE_URL"] = databaseURL
         environment.merge(extra) { $1 }
         (pid, self.port, logPath) = try await Self.launch(port: port, environment: environment)
@@ -137,4 +129,21 @@ final class ServerProcess: @unchecked Sendable {
         guard bound == 0 else { throw TestFailure("could not find a free port") }
         return Int(UInt16(bigEndian: address.sin_port))
     }
+}
+
+/// The environment of a `bookworm` process a test starts (`serve` or `worker`), with `settings`
+/// over it: a data directory of its own, and the patience of a machine the whole suite keeps
+/// busy for minutes. Tests of the deadlines themselves set their own (`OutageTests`).
+func bookwormEnvironment(_ settings: [String: String]) -> [String: String] {
+    [
+        // A fresh process opens its first connections while the whole suite loads both cores:
+        // the production 2 s to get one answered a registration 503 in CI, and the production
+        // 5 s statement limit can fail a worker's `sent` mark, which another worker then sends again.
+        "BOOKWORM_DB_ACQUIRE_TIMEOUT_MS": "10000", "BOOKWORM_DB_STATEMENT_TIMEOUT_MS": "30000",
+        // SCHED_IDLE photo and import threads get next to no CPU while the suite loads both cores.
+        "BOOKWORM_BACKGROUND_IDLE": "false",
+        "LOG_LEVEL": "error",
+        "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-\(UUID().uuidString)").path,
+        "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+    ].merging(settings) { $1 }
 }
