@@ -91,6 +91,15 @@ import Testing
             #expect(answer.headers["content-type"] == "application/problem+json")
             let errors = answer.json?["errors"] as? [[String: Any]]
             #expect(errors?.first?["field"] as? String == "Expect")
+            // The served document says so for every operation that takes a body.
+            let document = try #require(try rawRequest(port: server.port, "GET", "/openapi.json", timeout: 30).json)
+            let operations = (document["paths"] as? [String: [String: Any]] ?? [:]).flatMap { path, item in
+                item.compactMap { method, operation in (operation as? [String: Any]).map { ("\(method) \(path)", $0) } }
+            }
+            let withBodies = operations.filter { $0.1["requestBody"] != nil }
+            #expect(withBodies.count > 20)
+            let undocumented = withBodies.filter { ($0.1["responses"] as? [String: Any])?["417"] == nil }.map(\.0)
+            #expect(undocumented.isEmpty, "\(undocumented.sorted())")
         }
     }
 
