@@ -10,14 +10,15 @@ import PostgresNIO
 import ServiceLifecycle
 
 /// A worker's pools, in `serve` on `BackgroundLoop` so that requests never wait beside their replies. Jobs and
-/// pushes: 6, since each runner's LISTEN holds one, the push runner has up to three out at once (a
-/// claim, the next batch's load, the last batch's outcome) and the job runner one, sometimes for
-/// seconds (an import's chunk); they write what users wrote, so they commit synchronously. Mail: 3,
+/// pushes: 7, since each runner's LISTEN holds one, the push runner has up to three out at once (a
+/// claim, the next batch's load, the last batch's outcome) and the job runner one on each lane,
+/// the long one sometimes for seconds (an import's chunk); they write what users wrote, so they
+/// commit synchronously. Mail: 3,
 /// committing asynchronously (a crash of PostgreSQL may send a mail twice; `DatabaseSettings`).
 func backgroundPools(_ settings: DatabaseSettings, config: Config, logger: Logger,
                      group: any EventLoopGroup = BackgroundLoop.group) -> (jobs: Database, mail: Database) {
     let (timeout, idle) = (config.databaseDeadlines.statement, config.databaseIdleTimeout)
-    var jobs = settings.clientConfiguration(poolSize: 6, statementTimeout: timeout, idleTimeout: idle)
+    var jobs = settings.clientConfiguration(poolSize: 7, statementTimeout: timeout, idleTimeout: idle)
     var mail = settings.clientConfiguration(poolSize: 3, statementTimeout: timeout, asynchronousCommit: true, idleTimeout: idle)
     // Named in `pg_stat_activity`, for an operator (and a test) to tell them from requests'.
     jobs.options.additionalStartupParameters.append(("application_name", "bookworm jobs"))

@@ -97,6 +97,7 @@ package struct PhotosService: Sendable {
 package struct PhotoRemake: JobHandler {
     package let kind = "photos.remake"
     package let recurringKey: String? = "hourly"
+    package let runsLong = true
     let service: PhotosService
     let clock: any AppClock
     var batch = 8

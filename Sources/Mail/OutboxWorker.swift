@@ -74,7 +74,7 @@ package struct OutboxWorker: Service {
         let stopping = NIOLockedValueBox(false)
         try await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { await listen(wake: wake) }
+                group.addTask { await client.listen("outbox", waking: [wake], logger: logger) }
                 await work(wake: wake, stopping: stopping)
                 group.cancelAll()
             }
@@ -234,10 +234,5 @@ package struct OutboxWorker: Service {
             logger.warning("mail refused; address suppressed", metadata: ["message_id": .string(message.messageID), "error": .string(error)])
             try await store.markFailed(message.id, worker: id, error: error, suppress: message.recipient)
         }
-    }
-
-    /// Holds one connection on `LISTEN outbox`; reconnects after a pause if it drops.
-    private func listen(wake: WakeSignal) async {
-        await client.listen("outbox", logger: logger) { _ in await wake.signal() }
     }
 }

@@ -10,6 +10,7 @@ package struct ImportJob: JobHandler {
     static let maxAttempts = 5
     package let kind = Self.jobKind
     package let recurringKey: String? = nil
+    package let runsLong = true
     let service: ImportService
 
     package init(service: ImportService) {
@@ -31,6 +32,7 @@ package struct ExportJob: JobHandler {
     static let jobKind = "exports.build"
     package let kind = Self.jobKind
     package let recurringKey: String? = nil
+    package let runsLong = true
     let service: ExportService
 
     package init(service: ExportService) {

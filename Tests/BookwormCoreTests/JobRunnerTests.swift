@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 import Testing
 @testable import BookwormCore
@@ -132,6 +134,67 @@ import Testing
             #expect(first.prefix(2).contains("test.urgent"))
             while try await runner.runDue() > 0 {}
             #expect(ran.kinds.withLock { $0.count } == 51)
+        }
+    }
+
+    /// A long kind's job (an import's run) that has not finished: the runner's other lane runs
+    /// a job of another kind queued meanwhile, and a graceful stop waits for the long one.
+    @Test func aLongJobStillRunningDoesNotHoldBackAnotherKindsJob() async throws {
+        try await withApp { app in
+            let ran = Ran(), gate = Gate()
+            let runner = JobRunner(client: app.db, handlers: [Held(ran: ran, gate: gate), Recording(kind: "test.quick", ran: ran)],
+                                   logger: Logger(label: "test-jobs"), clock: app.clock)
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.long', 'a', '-infinity')")
+            let group = ServiceGroup(configuration: .init(services: [runner], logger: Logger(label: "test-jobs")))
+            let running = Task { try await group.run() }
+            defer { running.cancel() }
+            #expect(try await eventually(within: 60) { gate.entered })
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.quick', 'x', '-infinity')")
+            #expect(try await eventually(within: 60) { ran.kinds.withLock { $0 } == ["test.quick"] }, "the quick job waited")
+            await group.triggerGracefulShutdown()
+            gate.open()
+            try await running.value
+            #expect(ran.kinds.withLock { $0 } == ["test.quick", "test.long"])
+            #expect(try await app.db.query("SELECT 1 FROM jobs WHERE kind LIKE 'test.%'").rows.isEmpty)
+        }
+    }
+
+    /// A long kind whose run waits until the test opens `gate`.
+    struct Held: JobHandler {
+        let kind = "test.long"
+        let ran: Ran
+        let gate: Gate
+        var recurringKey: String? { nil }
+        var runsLong: Bool { true }
+        func run(_ job: ClaimedJob) async throws -> JobOutcome {
+            await gate.pass()
+            ran.kinds.withLock { $0.append(kind) }
+            return .done
+        }
+    }
+
+    final class Gate: Sendable {
+        private let state = Mutex<(open: Bool, entered: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, false, []))
+        var entered: Bool { state.withLock { $0.entered } }
+
+        func pass() async {
+            await withCheckedContinuation { continuation in
+                let through = state.withLock { state in
+                    state.entered = true
+                    if !state.open { state.waiting.append(continuation) }
+                    return state.open
+                }
+                if through { continuation.resume() }
+            }
+        }
+
+        func open() {
+            let waiting = state.withLock { state in
+                state.open = true
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for continuation in waiting { continuation.resume() }
         }
     }
 }

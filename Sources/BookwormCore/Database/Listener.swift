@@ -42,3 +42,14 @@ extension Database {
         }
     }
 }
+
+extension Database {
+    /// Signals each of `wakes` on each notification on `channel`, and once each time the
+    /// `LISTEN` takes effect: what was committed while no one listened (before start-up, during
+    /// a reconnect) is looked at then, not at the next poll, which on a test's manual clock never comes.
+    package func listen(_ channel: String, waking wakes: [WakeSignal], logger: Logger) async {
+        await listen(channel, logger: logger, listening: { listening in
+            if listening { Task { for wake in wakes { await wake.signal() } } }
+        }) { _ in for wake in wakes { await wake.signal() } }
+    }
+}

@@ -13,11 +13,16 @@ package protocol JobHandler: Sendable {
     var recurringKey: String? { get }
     /// When a recurring job first runs, once its row is made.
     func firstRun(after now: Date) -> Date
+    /// A run may take up to a minute (an import's chunks, an export's archive, photos made
+    /// anew): such kinds have a lane of their own, one job at a time, so that a trade's expiry
+    /// or a wish's alert never waits behind them.
+    var runsLong: Bool { get }
     func run(_ job: ClaimedJob) async throws -> JobOutcome
 }
 
 extension JobHandler {
     package func firstRun(after now: Date) -> Date { now }
+    package var runsLong: Bool { false }
 }
 
 /// A kind of one-off work whose due jobs run together in one call: pushes share one HTTP/2
@@ -31,8 +36,15 @@ package protocol BatchJobHandler: Sendable {
 
 /// Runs due jobs of the kinds it has handlers for. Several runners (in one process or many)
 /// share the table: a job is leased to one runner at a time, and a failed run is retried with
-/// exponential backoff. Wakes on `NOTIFY jobs`, and polls on the app's clock.
+/// exponential backoff. Wakes on `NOTIFY jobs`, and polls on the app's clock. Kinds that run
+/// long (`JobHandler.runsLong`) are claimed and run on a lane of their own, beside the others.
 package struct JobRunner: Service {
+    /// Kinds claimed together, and how many jobs at a time.
+    struct Lane {
+        let kinds: [String]
+        let batchSize: Int
+    }
+
     let store: JobStore
     let handlers: [String: any JobHandler]
     /// Kinds among the general runner's whose claimed jobs run together (`runGroups`).
@@ -43,6 +55,8 @@ package struct JobRunner: Service {
     let clock: any AppClock
     package let id = UUID()
     var batchSize = 20
+    /// One long job at a time: another process's runner takes the next meanwhile.
+    static let longBatchSize = 1
     var lease: TimeInterval = 300
     var pollInterval: TimeInterval = 30
 
@@ -74,29 +88,50 @@ package struct JobRunner: Service {
         self.clock = clock
     }
 
+    /// The short kinds (grouped ones among them); every kind of a batch runner.
+    var quick: Lane {
+        Lane(kinds: batchHandler.map { [$0.kind] } ?? handlers.values.filter { !$0.runsLong }.map(\.kind) + groupHandlers.keys,
+             batchSize: batchSize)
+    }
+
+    var long: Lane {
+        Lane(kinds: handlers.values.filter(\.runsLong).map(\.kind), batchSize: Self.longBatchSize)
+    }
+
     package func run() async throws {
-        let wake = WakeSignal(clock: clock)
+        let (quick, long) = (quick, long)
+        let wakes = (quick: WakeSignal(clock: clock), long: WakeSignal(clock: clock))
         let stopping = NIOLockedValueBox(false)
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { await listen(wake: wake) }
-                var prepared = false
-                while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
-                    do {
-                        // Once (again after a failure), not on every poll.
-                        if !prepared { try await prepare(); prepared = true }
-                        let batch = try await runBatch()
-                        if batch.claimed == batchSize || batch.dueAgain { continue }
-                    } catch {
-                        logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))])
-                    }
-                    await wake.wait(timeout: pollInterval)
+                group.addTask { await client.listen("jobs", waking: [wakes.quick, wakes.long], logger: logger) }
+                // A stopping runner finishes each lane's batch in hand; only then does it stop listening.
+                await withTaskGroup(of: Void.self) { lanes in
+                    lanes.addTask { await loop(quick, wake: wakes.quick, stopping: stopping, prepares: true) }
+                    if !long.kinds.isEmpty { lanes.addTask { await loop(long, wake: wakes.long, stopping: stopping, prepares: false) } }
                 }
                 group.cancelAll()
             }
         } onGracefulShutdown: {
             stopping.withLockedValue { $0 = true }
-            Task { await wake.signal() }
+            Task { await wakes.quick.signal(); await wakes.long.signal() }
+        }
+    }
+
+    /// Claims and runs `lane`'s batches until the runner stops: at once again while there is
+    /// more, otherwise on a notification or the next poll.
+    private func loop(_ lane: Lane, wake: WakeSignal, stopping: NIOLockedValueBox<Bool>, prepares: Bool) async {
+        var prepared = !prepares
+        while !stopping.withLockedValue({ $0 }) && !Task.isCancelled {
+            do {
+                // Once (again after a failure), not on every poll.
+                if !prepared { try await prepare(); prepared = true }
+                let batch = try await runBatch(lane)
+                if batch.claimed == lane.batchSize || batch.dueAgain { continue }
+            } catch {
+                logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))])
+            }
+            await wake.wait(timeout: pollInterval)
         }
     }
 
@@ -109,19 +144,20 @@ package struct JobRunner: Service {
         }
     }
 
-    /// Claims one batch of due jobs and runs them; returns how many it claimed. Tests call this
-    /// after moving the clock.
+    /// Claims one batch of due jobs on each lane and runs them; returns how many it claimed.
+    /// Tests call this after moving the clock.
     @discardableResult
     package func runDue() async throws -> Int {
-        try await runBatch().claimed
+        let long = long
+        return try await runBatch(quick).claimed + (long.kinds.isEmpty ? 0 : runBatch(long).claimed)
     }
 
     /// One batch; `dueAgain` when a job asked to run again at once (an import's next chunks),
     /// so the runner goes on instead of waiting for a wake-up.
-    private func runBatch() async throws -> (claimed: Int, dueAgain: Bool) {
+    private func runBatch(_ lane: Lane) async throws -> (claimed: Int, dueAgain: Bool) {
         if let batchHandler { return try await runTogether(batchHandler) }
         var leasedAt = clock.now()
-        var jobs = try await store.claim(kinds: Array(handlers.keys) + Array(groupHandlers.keys), worker: id, batch: batchSize, lease: lease)
+        var jobs = try await store.claim(kinds: lane.kinds, worker: id, batch: lane.batchSize, lease: lease)
         let claimed = jobs.count
         await runGroups(&jobs)
         var dueAgain = false
@@ -226,9 +262,5 @@ package struct JobRunner: Service {
     /// Seconds before a failed job's next try: 30 s doubling to an hour, jittered.
     package static func backoff(attempts: Int) -> TimeInterval {
         min(30 * pow(2, Double(max(0, attempts - 1))), 3600) * Double.random(in: 0.75...1.25)
-    }
-
-    private func listen(wake: WakeSignal) async {
-        await client.listen("jobs", logger: logger) { _ in await wake.signal() }
     }
 }
