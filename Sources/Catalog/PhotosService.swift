@@ -111,7 +111,7 @@ package struct PhotoRemake: JobHandler {
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         for _ in 0..<batch {
-            guard try await service.remake().found else { return .again(at: clock.now().addingTimeInterval(3600)) }
+            guard try await JobTurn.run({ try await service.remake() }).found else { return .again(at: clock.now().addingTimeInterval(3600)) }
         }
         return .again(at: clock.now())
     }

@@ -128,9 +128,14 @@ package struct ImportService: Sendable {
         let pins = plan.pins.isEmpty ? ([:], []) : try await importPins(plan.pins, user: snapshot.user)
         let chunks = max(1, policy.chunksPerRun)
         for index in 0..<chunks {
-            let begun = ContinuousClock.now
-            if try await runChunk(id, plan: plan, pins: pins) { return true }
-            guard index + 1 < chunks, await rest(after: ContinuousClock.now - begun, runStarted: started) else { return false }
+            // A chunk and its rest are one turn of the runner's: its quick jobs go between two.
+            let (finished, goOn) = try await JobTurn.run {
+                let begun = ContinuousClock.now
+                if try await runChunk(id, plan: plan, pins: pins) { return (true, false) }
+                return (false, index + 1 < chunks ? await rest(after: ContinuousClock.now - begun, runStarted: started) : false)
+            }
+            if finished { return true }
+            if !goOn { return false }
         }
         return false
     }

@@ -137,8 +137,8 @@ import Testing
         }
     }
 
-    /// A long kind's job (an import's run) that has not finished: the runner's other lane runs
-    /// a job of another kind queued meanwhile, and a graceful stop waits for the long one.
+    /// A long kind's job (an import's run, between two chunks) that has not finished: the runner's
+    /// other lane runs a job of another kind queued meanwhile, and a graceful stop waits for the long one.
     @Test func aLongJobStillRunningDoesNotHoldBackAnotherKindsJob() async throws {
         try await withApp { app in
             let ran = Ran(), gate = Gate()
@@ -159,7 +159,48 @@ import Testing
         }
     }
 
-    /// A long kind whose run waits until the test opens `gate`.
+    /// The lanes share one turn: a quick job queued while a unit of a long job runs goes after
+    /// that unit and before the long job's next, never after the whole long job.
+    @Test func aQuickJobGoesBetweenTwoUnitsOfALongJob() async throws {
+        try await withApp { app in
+            let ran = Ran(), gate = Gate()
+            let runner = JobRunner(client: app.db, handlers: [InUnits(ran: ran, gate: gate), Recording(kind: "test.quick", ran: ran)],
+                                   logger: Logger(label: "test-jobs"), clock: app.clock)
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.long', 'a', '-infinity')")
+            let group = ServiceGroup(configuration: .init(services: [runner], logger: Logger(label: "test-jobs")))
+            let running = Task { try await group.run() }
+            defer { running.cancel() }
+            #expect(try await eventually(within: 60) { gate.entered })
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.quick', 'x', '-infinity')")
+            // The quick lane has claimed its job and waits for the turn the first unit holds.
+            #expect(try await eventually(within: 60) { runner.turn.waiting == 1 })
+            #expect(ran.kinds.withLock { $0 }.isEmpty)
+            gate.open()
+            #expect(try await eventually(within: 60) { ran.kinds.withLock { $0 }.count == 3 })
+            #expect(ran.kinds.withLock { $0 } == ["unit 1", "test.quick", "unit 2"])
+            await group.triggerGracefulShutdown()
+            try await running.value
+        }
+    }
+
+    /// A long kind whose run is two units, the first waiting until the test opens `gate`.
+    struct InUnits: JobHandler {
+        let kind = "test.long"
+        let ran: Ran
+        let gate: Gate
+        var recurringKey: String? { nil }
+        var runsLong: Bool { true }
+        func run(_ job: ClaimedJob) async throws -> JobOutcome {
+            try await JobTurn.run {
+                await gate.pass()
+                ran.kinds.withLock { $0.append("unit 1") }
+            }
+            try await JobTurn.run { ran.kinds.withLock { $0.append("unit 2") } }
+            return .done
+        }
+    }
+
+    /// A long kind whose run waits, between its units, until the test opens `gate`.
     struct Held: JobHandler {
         let kind = "test.long"
         let ran: Ran

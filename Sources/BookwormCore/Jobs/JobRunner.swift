@@ -39,10 +39,12 @@ package protocol BatchJobHandler: Sendable {
 /// exponential backoff. Wakes on `NOTIFY jobs`, and polls on the app's clock. Kinds that run
 /// long (`JobHandler.runsLong`) are claimed and run on a lane of their own, beside the others.
 package struct JobRunner: Service {
-    /// Kinds claimed together, and how many jobs at a time.
+    /// Kinds claimed together, and how many jobs at a time. A quick lane's batch holds the
+    /// runner's turn (`JobTurn`) while it runs; a long lane's job takes it for each of its units.
     struct Lane {
         let kinds: [String]
         let batchSize: Int
+        var long = false
     }
 
     let store: JobStore
@@ -57,6 +59,8 @@ package struct JobRunner: Service {
     var batchSize = 20
     /// One long job at a time: another process's runner takes the next meanwhile.
     static let longBatchSize = 1
+    /// Shared by the lanes (and by every copy of this runner).
+    let turn = Turns(1)
     var lease: TimeInterval = 300
     var pollInterval: TimeInterval = 30
 
@@ -95,7 +99,7 @@ package struct JobRunner: Service {
     }
 
     var long: Lane {
-        Lane(kinds: handlers.values.filter(\.runsLong).map(\.kind), batchSize: Self.longBatchSize)
+        Lane(kinds: handlers.values.filter(\.runsLong).map(\.kind), batchSize: Self.longBatchSize, long: true)
     }
 
     package func run() async throws {
@@ -156,6 +160,11 @@ package struct JobRunner: Service {
     /// so the runner goes on instead of waiting for a wake-up.
     private func runBatch(_ lane: Lane) async throws -> (claimed: Int, dueAgain: Bool) {
         if let batchHandler { return try await runTogether(batchHandler) }
+        if lane.long { return try await JobTurn.$current.withValue(turn) { try await runClaimed(lane) } }
+        return try await turn.run { try await runClaimed(lane) }
+    }
+
+    private func runClaimed(_ lane: Lane) async throws -> (claimed: Int, dueAgain: Bool) {
         var leasedAt = clock.now()
         var jobs = try await store.claim(kinds: lane.kinds, worker: id, batch: lane.batchSize, lease: lease)
         let claimed = jobs.count
