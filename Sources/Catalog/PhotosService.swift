@@ -82,11 +82,13 @@ package struct PhotosService: Sendable {
             logger.warning("a stored photo cannot be made anew; its copies lose it", metadata: ["photo": .string(upload.id)])
         }
         let photo = made
-        try await client.transaction(logger: logger) { connection in
-            guard try await photos.lockUploaded(upload.id, on: connection) else { return }
-            var new: String?
-            if let photo { new = try await photos.put(photo, on: connection) }
-            try await photos.replace(upload.id, with: new, on: connection)
+        try await JobTurn.run {
+            try await client.transaction(logger: logger) { connection in
+                guard try await photos.lockUploaded(upload.id, on: connection) else { return }
+                var new: String?
+                if let photo { new = try await photos.put(photo, on: connection) }
+                try await photos.replace(upload.id, with: new, on: connection)
+            }
         }
         return (true, photo)
     }
@@ -111,7 +113,7 @@ package struct PhotoRemake: JobHandler {
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         for _ in 0..<batch {
-            guard try await JobTurn.run({ try await service.remake() }).found else { return .again(at: clock.now().addingTimeInterval(3600)) }
+            guard try await service.remake().found else { return .again(at: clock.now().addingTimeInterval(3600)) }
         }
         return .again(at: clock.now())
     }

@@ -67,6 +67,13 @@ package struct ExportService: Sendable {
                                metadata: ["photo": .string(waiting), "error": .string(String(describing: refusal))])
             }
         }
+        // Made photos stored one turn each (`PhotosService.remake`); the archive is one more.
+        let data = try await JobTurn.run { try await archive(of: user) }
+        try await store.finish(id, archive: data, now: clock.now(), keep: Self.keep)
+        logger.info("export built", metadata: ["export_id": .string(id.apiString), "bytes": .stringConvertible(data.count)])
+    }
+
+    private func archive(of user: UUID) async throws -> Data {
         let archive = try Archive(accessMode: .create)
         var counts: [String: Int] = [:]
         let objects = try await store.objects(of: user)
@@ -90,8 +97,7 @@ package struct ExportService: Sendable {
         }
         try add(archive, "README.txt", Data(Self.readme(counts: counts, photos: files.count, devices: devices.count, at: clock.now()).utf8))
         guard let data = archive.data else { throw AppError.unavailable("the export archive has no bytes") }
-        try await store.finish(id, archive: data, now: clock.now(), keep: Self.keep)
-        logger.info("export built", metadata: ["export_id": .string(id.apiString), "bytes": .stringConvertible(data.count)])
+        return data
     }
 
     private func add(_ archive: Archive, _ path: String, _ data: Data) throws {

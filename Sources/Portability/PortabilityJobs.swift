@@ -41,7 +41,7 @@ package struct ExportJob: JobHandler {
 
     package func run(_ job: ClaimedJob) async throws -> JobOutcome {
         guard let id = UUID(uuidString: job.key) else { return .done }
-        try await JobTurn.run { try await service.build(id) }
+        try await service.build(id)
         return .done
     }
 }

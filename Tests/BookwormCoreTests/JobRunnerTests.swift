@@ -172,7 +172,7 @@ import Testing
             defer { running.cancel() }
             #expect(try await eventually(within: 60) { gate.entered })
             try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.quick', 'x', '-infinity')")
-            // The quick lane has claimed its job and waits for the turn the first unit holds.
+            // The quick lane waits for the turn the first unit holds (it claims once it has it).
             #expect(try await eventually(within: 60) { runner.turn.waiting == 1 })
             #expect(ran.kinds.withLock { $0 }.isEmpty)
             gate.open()
@@ -181,6 +181,16 @@ import Testing
             await group.triggerGracefulShutdown()
             try await running.value
         }
+    }
+
+    /// A unit that calls something which takes a turn itself (an export storing a photo made
+    /// anew) runs it within the turn it holds, instead of waiting for itself for ever.
+    @Test(.timeLimit(.minutes(1))) func aTurnTakenWithinATurnRunsAtOnce() async throws {
+        let turn = Turns(1)
+        let inner = try await JobTurn.$current.withValue(turn) {
+            try await JobTurn.run { try await JobTurn.run { turn.waiting } }
+        }
+        #expect(inner == 0)
     }
 
     /// A long kind whose run is two units, the first waiting until the test opens `gate`.
@@ -200,7 +210,8 @@ import Testing
         }
     }
 
-    /// A long kind whose run waits, between its units, until the test opens `gate`.
+    /// A long kind whose run waits until the test opens `gate`, between its units: it takes no
+    /// turn (`JobTurn`), as an import reading its file takes none.
     struct Held: JobHandler {
         let kind = "test.long"
         let ran: Ran

@@ -110,9 +110,11 @@ package struct JobRunner: Service {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await client.listen("jobs", waking: [wakes.quick, wakes.long], logger: logger) }
                 // A stopping runner finishes each lane's batch in hand; only then does it stop listening.
-                await withTaskGroup(of: Void.self) { lanes in
-                    lanes.addTask { await loop(quick, wake: wakes.quick, stopping: stopping, prepares: true) }
-                    if !long.kinds.isEmpty { lanes.addTask { await loop(long, wake: wakes.long, stopping: stopping, prepares: false) } }
+                let lanes = [(quick, wakes.quick), (long, wakes.long)].filter { !$0.0.kinds.isEmpty }
+                await withTaskGroup(of: Void.self) { group in
+                    for (index, (lane, wake)) in lanes.enumerated() {
+                        group.addTask { await loop(lane, wake: wake, stopping: stopping, prepares: index == 0) }
+                    }
                 }
                 group.cancelAll()
             }
@@ -130,10 +132,11 @@ package struct JobRunner: Service {
             do {
                 // Once (again after a failure), not on every poll.
                 if !prepared { try await prepare(); prepared = true }
-                let batch = try await runBatch(lane)
+                let batch = try await runBatch(lane, unless: { stopping.withLockedValue { $0 } })
                 if batch.claimed == lane.batchSize || batch.dueAgain { continue }
             } catch {
-                logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))])
+                // A cancelled runner's batch ends with the cancellation: nothing failed.
+                if !Task.isCancelled { logger.error("job batch failed", metadata: ["error": .string(String(reflecting: error))]) }
             }
             await wake.wait(timeout: pollInterval)
         }
@@ -152,16 +155,18 @@ package struct JobRunner: Service {
     /// Tests call this after moving the clock.
     @discardableResult
     package func runDue() async throws -> Int {
-        let long = long
-        return try await runBatch(quick).claimed + (long.kinds.isEmpty ? 0 : runBatch(long).claimed)
+        var claimed = 0
+        for lane in [quick, long] where !lane.kinds.isEmpty { claimed += try await runBatch(lane).claimed }
+        return claimed
     }
 
     /// One batch; `dueAgain` when a job asked to run again at once (an import's next chunks),
-    /// so the runner goes on instead of waiting for a wake-up.
-    private func runBatch(_ lane: Lane) async throws -> (claimed: Int, dueAgain: Bool) {
+    /// so the runner goes on instead of waiting for a wake-up. A quick batch is not claimed once
+    /// `stopped` (the runner may have waited for its turn behind a long job's unit).
+    private func runBatch(_ lane: Lane, unless stopped: () -> Bool = { false }) async throws -> (claimed: Int, dueAgain: Bool) {
         if let batchHandler { return try await runTogether(batchHandler) }
         if lane.long { return try await JobTurn.$current.withValue(turn) { try await runClaimed(lane) } }
-        return try await turn.run { try await runClaimed(lane) }
+        return try await turn.run { stopped() ? (0, false) : try await runClaimed(lane) }
     }
 
     private func runClaimed(_ lane: Lane) async throws -> (claimed: Int, dueAgain: Bool) {
@@ -188,6 +193,9 @@ package struct JobRunner: Service {
                 let outcome = try await handler.run(job)
                 if case .again(let at) = outcome, at <= clock.now() { dueAgain = true }
                 try await store.finish(job, worker: id, outcome: outcome)
+            } catch let cancelled as CancellationError where Task.isCancelled {
+                // The runner is going away, not the job failing: its lease runs out and it runs again.
+                throw cancelled
             } catch {
                 Counter(label: "bookworm_jobs_failures_total", dimensions: [("kind", job.kind)]).increment()
                 let delay = Self.backoff(attempts: job.attempts)

@@ -36,29 +36,26 @@ package enum LowPriorityThread {
 
     /// One thread for background work (an import read, an old upload made anew), for the
     /// process's lifetime: work run here runs one at a time, so its memory is one piece of work's.
-    private static let single: NIOThreadPool = {
+    /// An ordinary one beside it, for a process told not to use `SCHED_IDLE`: a thread cannot
+    /// leave `SCHED_IDLE` without `CAP_SYS_NICE`, so the two are never the same thread.
+    private static let idleThread = startedPool()
+    private static let ordinaryThread = startedPool()
+
+    private static func startedPool() -> NIOThreadPool {
         let pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         return pool
-    }()
+    }
 
     /// `work` on the background thread, in `SCHED_IDLE` as photos are (`idleOnce`) unless `idle`
     /// is false: it waits whenever a request's thread wants the core. A 10,000-line import beside
-    /// a steady stream of `GET /v1/copies` still takes 4-5 s (`BookwormBench portability`). The
-    /// policy is set for each piece of work, since callers of the one thread may differ.
+    /// a steady stream of `GET /v1/copies` still takes 4-5 s (`BookwormBench portability`).
     package static func background<T: Sendable>(idle: Bool, _ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await single.runIfActive {
-            setPolicy(idle: idle)
+        guard idle else { return try await ordinaryThread.runIfActive(work) }
+        return try await idleThread.runIfActive {
+            idleOnce()
             return try work()
         }
-    }
-
-    private static func setPolicy(idle: Bool) {
-        #if os(Linux)
-        var parameters = sched_param()
-        // SCHED_IDLE is 5, SCHED_OTHER 0 (see idleOnce).
-        _ = sched_setscheduler(0, idle ? 5 : 0, &parameters)
-        #endif
     }
 
     #if os(Linux)
