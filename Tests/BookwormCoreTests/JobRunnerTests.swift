@@ -137,12 +137,13 @@ import Testing
         }
     }
 
-    /// A long kind's job (an import's run, between two chunks) that has not finished: the runner's
-    /// other lane runs a job of another kind queued meanwhile, and a graceful stop waits for the long one.
-    @Test func aLongJobStillRunningDoesNotHoldBackAnotherKindsJob() async throws {
+    /// A runner of `long` and of `test.quick`, running as a service with `long`'s job queued:
+    /// `body` runs once that job waits at `gate` and a quick job is queued after it; then the
+    /// runner is stopped gracefully (`body` opens the gate), with both jobs done.
+    static func whileALongJobWaits(_ long: some JobHandler, ran: Ran, gate: Gate,
+                                   _ body: @escaping @Sendable (TestApp, JobRunner, ServiceGroup) async throws -> Void) async throws {
         try await withApp { app in
-            let ran = Ran(), gate = Gate()
-            let runner = JobRunner(client: app.db, handlers: [Held(ran: ran, gate: gate), Recording(kind: "test.quick", ran: ran)],
+            let runner = JobRunner(client: app.db, handlers: [long, Recording(kind: "test.quick", ran: ran)],
                                    logger: Logger(label: "test-jobs"), clock: app.clock)
             try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.long', 'a', '-infinity')")
             let group = ServiceGroup(configuration: .init(services: [runner], logger: Logger(label: "test-jobs")))
@@ -150,37 +151,37 @@ import Testing
             defer { running.cancel() }
             #expect(try await eventually(within: 60) { gate.entered })
             try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.quick', 'x', '-infinity')")
+            try await body(app, runner, group)
+            try await running.value
+            #expect(try await app.db.query("SELECT 1 FROM jobs WHERE kind LIKE 'test.%'").rows.isEmpty, "a job left undone")
+        }
+    }
+
+    /// A long kind's job (an import's run, between two chunks) that has not finished: the runner's
+    /// other lane runs a job of another kind queued meanwhile, and a graceful stop waits for the long one.
+    @Test func aLongJobStillRunningDoesNotHoldBackAnotherKindsJob() async throws {
+        let ran = Ran(), gate = Gate()
+        try await Self.whileALongJobWaits(Held(ran: ran, gate: gate), ran: ran, gate: gate) { _, _, group async throws in
             #expect(try await eventually(within: 60) { ran.kinds.withLock { $0 } == ["test.quick"] }, "the quick job waited")
             await group.triggerGracefulShutdown()
             gate.open()
-            try await running.value
-            #expect(ran.kinds.withLock { $0 } == ["test.quick", "test.long"])
-            #expect(try await app.db.query("SELECT 1 FROM jobs WHERE kind LIKE 'test.%'").rows.isEmpty)
         }
+        #expect(ran.kinds.withLock { $0 } == ["test.quick", "test.long"])
     }
 
     /// The lanes share one turn: a quick job queued while a unit of a long job runs goes after
     /// that unit and before the long job's next, never after the whole long job.
     @Test func aQuickJobGoesBetweenTwoUnitsOfALongJob() async throws {
-        try await withApp { app in
-            let ran = Ran(), gate = Gate()
-            let runner = JobRunner(client: app.db, handlers: [InUnits(ran: ran, gate: gate), Recording(kind: "test.quick", ran: ran)],
-                                   logger: Logger(label: "test-jobs"), clock: app.clock)
-            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.long', 'a', '-infinity')")
-            let group = ServiceGroup(configuration: .init(services: [runner], logger: Logger(label: "test-jobs")))
-            let running = Task { try await group.run() }
-            defer { running.cancel() }
-            #expect(try await eventually(within: 60) { gate.entered })
-            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.quick', 'x', '-infinity')")
+        let ran = Ran(), gate = Gate()
+        try await Self.whileALongJobWaits(InUnits(ran: ran, gate: gate), ran: ran, gate: gate) { _, runner, group async throws in
             // The quick lane waits for the turn the first unit holds (it claims once it has it).
             #expect(try await eventually(within: 60) { runner.turn.waiting == 1 })
             #expect(ran.kinds.withLock { $0 }.isEmpty)
             gate.open()
             #expect(try await eventually(within: 60) { ran.kinds.withLock { $0 }.count == 3 })
-            #expect(ran.kinds.withLock { $0 } == ["unit 1", "test.quick", "unit 2"])
             await group.triggerGracefulShutdown()
-            try await running.value
         }
+        #expect(ran.kinds.withLock { $0 } == ["unit 1", "test.quick", "unit 2"])
     }
 
     /// A unit that calls something which takes a turn itself (an export storing a photo made
