@@ -13,8 +13,8 @@ package struct ImportPolicy: Sendable {
     /// included), and the job is due again: a job may start at half its 5-minute lease, and is
     /// not renewed while it runs.
     package var runLimit = Duration.seconds(60)
-    /// After each chunk the import rests this share (percent) of the time the chunk took
-    /// (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A chunk keeps about a core busy (its
+    /// After each chunk the import rests this share (percent) of the time the chunk took, and
+    /// the runner's quick batches since the last (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A chunk keeps about a core busy (its
     /// statements' backend, then the worker); with both cores busy, a request's thread waits
     /// for a core. Ten 9 MiB imports at once (`BookwormBench portability`): another user's
     /// `GET /v1/me` p99 while they were imported was 1.8-2.8 ms in eight runs at 100, median 2.0

@@ -132,7 +132,8 @@ package struct ImportService: Sendable {
             let (finished, goOn) = try await JobTurn.run {
                 let begun = ContinuousClock.now
                 if try await runChunk(id, plan: plan, pins: pins) { return (true, false) }
-                return (false, index + 1 < chunks ? await rest(after: ContinuousClock.now - begun, runStarted: started) : false)
+                guard index + 1 < chunks else { return (false, false) }
+                return (false, await rest(after: ContinuousClock.now - begun + JobTurn.quickWorkSinceLastAsked(), runStarted: started))
             }
             if finished { return true }
             if !goOn { return false }

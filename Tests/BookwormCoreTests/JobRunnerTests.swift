@@ -175,7 +175,7 @@ import Testing
         let ran = Ran(), gate = Gate()
         try await Self.whileALongJobWaits(InUnits(ran: ran, gate: gate), ran: ran, gate: gate) { _, runner, group async throws in
             // The quick lane waits for the turn the first unit holds (it claims once it has it).
-            #expect(try await eventually(within: 60) { runner.turn.waiting == 1 })
+            #expect(try await eventually(within: 60) { runner.turn.turns.waiting == 1 })
             #expect(ran.kinds.withLock { $0 }.isEmpty)
             gate.open()
             #expect(try await eventually(within: 60) { ran.kinds.withLock { $0 }.count == 3 })
@@ -187,11 +187,25 @@ import Testing
     /// A unit that calls something which takes a turn itself (an export storing a photo made
     /// anew) runs it within the turn it holds, instead of waiting for itself for ever.
     @Test(.timeLimit(.minutes(1))) func aTurnTakenWithinATurnRunsAtOnce() async throws {
-        let turn = Turns(1)
+        let turn = JobTurn()
         let inner = try await JobTurn.$current.withValue(turn) {
-            try await JobTurn.run { try await JobTurn.run { turn.waiting } }
+            try await JobTurn.run { try await JobTurn.run { turn.turns.waiting } }
         }
         #expect(inner == 0)
+    }
+
+    /// A long job (an import, to rest for it) is told what the quick batches took since it
+    /// last asked, and nothing from before it started.
+    @Test func aLongJobIsToldWhatTheQuickBatchesTookSinceItLastAsked() async throws {
+        let turn = JobTurn()
+        // A batch's work, timed on the machine's clock: here, 20 ms of it.
+        try await turn.quick { try await Task.sleep(for: .milliseconds(20)) }
+        turn.startLong()
+        #expect(JobTurn.$current.withValue(turn) { JobTurn.quickWorkSinceLastAsked() } == .zero)
+        try await turn.quick { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(JobTurn.$current.withValue(turn) { JobTurn.quickWorkSinceLastAsked() } >= .milliseconds(20))
+        #expect(JobTurn.$current.withValue(turn) { JobTurn.quickWorkSinceLastAsked() } == .zero)
+        #expect(JobTurn.quickWorkSinceLastAsked() == .zero, "outside a runner")
     }
 
     /// A long kind whose run is two units, the first waiting until the test opens `gate`.

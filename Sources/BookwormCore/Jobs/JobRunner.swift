@@ -60,7 +60,7 @@ package struct JobRunner: Service {
     /// One long job at a time: another process's runner takes the next meanwhile.
     static let longBatchSize = 1
     /// Shared by the lanes (and by every copy of this runner).
-    let turn = Turns(1)
+    let turn = JobTurn()
     var lease: TimeInterval = 300
     var pollInterval: TimeInterval = 30
 
@@ -165,8 +165,11 @@ package struct JobRunner: Service {
     /// `stopped` (the runner may have waited for its turn behind a long job's unit).
     private func runBatch(_ lane: Lane, unless stopped: () -> Bool = { false }) async throws -> (claimed: Int, dueAgain: Bool) {
         if let batchHandler { return try await runTogether(batchHandler) }
-        if lane.long { return try await JobTurn.$current.withValue(turn) { try await runClaimed(lane) } }
-        return try await turn.run { stopped() ? (0, false) : try await runClaimed(lane) }
+        if lane.long {
+            turn.startLong()
+            return try await JobTurn.$current.withValue(turn) { try await runClaimed(lane) }
+        }
+        return try await turn.quick { stopped() ? (0, false) : try await runClaimed(lane) }
     }
 
     private func runClaimed(_ lane: Lane) async throws -> (claimed: Int, dueAgain: Bool) {
