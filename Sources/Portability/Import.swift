@@ -14,12 +14,13 @@ package struct ImportPolicy: Sendable {
     /// not renewed while it runs.
     package var runLimit = Duration.seconds(60)
     /// After each chunk the import rests this share (percent) of the time the chunk took, and
-    /// the runner's quick batches since the last (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A chunk keeps about a core busy (its
-    /// statements' backend, then the worker); with both cores busy, a request's thread waits
-    /// for a core. Ten 9 MiB imports at once (`BookwormBench portability`): another user's
-    /// `GET /v1/me` p99 while they were imported was 1.8-2.8 ms in eight runs at 100, median 2.0
-    /// (idle 1.0-1.15), against 2.1-3.6 ms without rest, median 2.75; the imports took 40-49 s
-    /// instead of 23.
+    /// the runner's quick batches since the last (`BOOKWORM_IMPORT_REST_PERCENT`; 0: none). A
+    /// chunk keeps about a core busy (its statements' backend, then the worker); with both cores
+    /// busy, a request's thread waits for a core. Ten 9 MiB imports at once (`BookwormBench
+    /// portability`): another user's `GET /v1/me` p99 while they were imported was 1.8-2.8 ms in
+    /// eight runs at 100, median 2.0 (idle 1.0-1.15), against 2.1-3.6 ms without rest, median
+    /// 2.75; the imports took 40-49 s instead of 23, and about 80 s once their copies' alerts ran
+    /// (and were rested for) between their chunks rather than after them all.
     package var restPercent = 100
     /// The file is read on the background thread in `SCHED_IDLE` (`LowPriorityThread`); tests
     /// turn it off, as they do for photos.

@@ -208,6 +208,35 @@ import Testing
         #expect(JobTurn.quickWorkSinceLastAsked() == .zero, "outside a runner")
     }
 
+    /// Through the runner: a long job is told nothing of the quick batches before it started.
+    @Test func aLongJobIsToldNothingOfTheQuickBatchesBeforeIt() async throws {
+        try await withApp { app in
+            let told = Told()
+            let runner = JobRunner(client: app.db, handlers: [Asking(told: told)], logger: Logger(label: "test-jobs"), clock: app.clock)
+            try await app.db.query("INSERT INTO jobs (kind, key, run_at) VALUES ('test.long', 'a', '-infinity')")
+            try await runner.turn.quick { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await runner.runDue() == 1)
+            #expect(told.durations.withLock { $0 } == [.zero])
+        }
+    }
+
+    final class Told: Sendable {
+        let durations = Mutex<[Duration]>([])
+    }
+
+    /// A long kind that records what it is told of the quick batches.
+    struct Asking: JobHandler {
+        let kind = "test.long"
+        let told: Told
+        var recurringKey: String? { nil }
+        var runsLong: Bool { true }
+        func run(_ job: ClaimedJob) async throws -> JobOutcome {
+            let work = JobTurn.quickWorkSinceLastAsked()
+            told.durations.withLock { $0.append(work) }
+            return .done
+        }
+    }
+
     /// A long kind whose run is two units, the first waiting until the test opens `gate`.
     struct InUnits: JobHandler {
         let kind = "test.long"

@@ -8,7 +8,8 @@ import Testing
 @testable import BookwormTestSupport
 
 /// An import rests after each chunk, on the app's clock, for a share of the time the chunk took
-/// (`ImportPolicy.restPercent`), so that it leaves the cores to requests part of the time.
+/// and the quick jobs run since the last (`ImportPolicy.restPercent`), so that it leaves the
+/// cores to requests part of the time.
 @Suite struct ImportRestTests {
     @Test func theRestIsItsShareOfTheChunksTime() {
         var policy = ImportPolicy()
@@ -43,6 +44,28 @@ import Testing
             #expect(resting["done"] as? Int == 3)
 
             #expect(try await app.clock.wakeEachSleeper(until: { try await app.importStatus(me.token, id)["status"] as? String == "done" }) == 2)
+            _ = try await run.value
+        }
+    }
+
+    /// A quick batch run between two chunks (a second of the machine's time, waiting for the
+    /// turn the first chunk's rest holds) is rested for after the second chunk.
+    @Test func anImportRestsForTheQuickJobsRunBetweenItsChunksToo() async throws {
+        try await withApp { app in
+            let me = try await app.register()
+            try await app.addPin(me.token)
+            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let runner = app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100)
+            let run = Task { try await runner.runDue() }
+            defer { run.cancel() }
+            #expect(try await eventually(within: 120) { app.clock.sleeperCount > 0 })
+            let quick = Task { try await runner.turn.quick { try await Task.sleep(for: .seconds(1)) } }
+            #expect(try await eventually(within: 60) { runner.turn.turns.waiting == 1 })
+            app.clock.advance(by: try #require(app.clock.nextWake))
+            try await quick.value
+            #expect(try await eventually(within: 120) { app.clock.sleeperCount > 0 })
+            #expect(try #require(app.clock.nextWake) >= 1, "the second chunk's rest left out the quick batch")
+            _ = try await app.clock.wakeEachSleeper(until: { try await app.importStatus(me.token, id)["status"] as? String == "done" })
             _ = try await run.value
         }
     }

@@ -57,7 +57,8 @@ package struct JobRunner: Service {
     let clock: any AppClock
     package let id = UUID()
     var batchSize = 20
-    /// One long job at a time: another process's runner takes the next meanwhile.
+    /// One long job at a time: another process's runner takes the next meanwhile. (The quick
+    /// time a long job is told of starts with its batch: one job, `JobTurn.startLong`.)
     static let longBatchSize = 1
     /// Shared by the lanes (and by every copy of this runner).
     let turn = JobTurn()

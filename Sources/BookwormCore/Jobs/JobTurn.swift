@@ -23,9 +23,10 @@ package final class JobTurn: Sendable {
         return try await current.turns.run { try await $holding.withValue(true) { try await work() } }
     }
 
-    /// What the runner's quick batches took of the machine since the last call in this long
-    /// job (zero outside a runner): an import rests for it as for its own chunks, so the quick
-    /// jobs its copies make (their wish alerts) do not take the cores its rest leaves to requests.
+    /// What the runner's quick batches (all of them, the wish alerts of an import's copies
+    /// among them) took of the machine since the last call in this long job (zero outside a
+    /// runner): an import rests for it as for its own chunks, so that they do not take the cores
+    /// its rest leaves to requests.
     package static func quickWorkSinceLastAsked() -> Duration {
         current?.quickWork.withLock { work in
             defer { work = .zero }
