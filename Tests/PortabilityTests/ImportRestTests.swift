@@ -24,9 +24,7 @@ import Testing
 
     @Test func anImportRestsAfterEachChunkButTheLastForAsLongAsTheChunkTook() async throws {
         try await withApp { app in
-            let me = try await app.register()
-            try await app.addPin(me.token)
-            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let (me, id) = try await Self.goodreadsImport(app)
             // Seven lines, one refused as it is read (counted done with the first chunk); six
             // records, two a chunk: three chunks, and a rest after each of the first two.
             let runner = app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100)
@@ -52,9 +50,7 @@ import Testing
     /// turn the first chunk's rest holds) is rested for after the second chunk.
     @Test func anImportRestsForTheQuickJobsRunBetweenItsChunksToo() async throws {
         try await withApp { app in
-            let me = try await app.register()
-            try await app.addPin(me.token)
-            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let (me, id) = try await Self.goodreadsImport(app)
             let runner = app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100)
             let run = Task { try await runner.runDue() }
             defer { run.cancel() }
@@ -72,9 +68,7 @@ import Testing
 
     @Test func aRunEndsAtItsTimeLimitOrAfterItsLastChunkWithoutAnotherRest() async throws {
         try await withApp { app in
-            let me = try await app.register()
-            try await app.addPin(me.token)
-            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let (me, id) = try await Self.goodreadsImport(app)
             // At its time limit, a run ends after its chunk instead of resting.
             let limited = Task { try await app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100, runLimit: .zero).runDue() }
             defer { limited.cancel() }
@@ -98,9 +92,7 @@ import Testing
 
     @Test func aStoppingWorkerEndsTheRunDuringARestAndLeavesTheImportDue() async throws {
         try await withApp { app in
-            let me = try await app.register()
-            try await app.addPin(me.token)
-            let id = try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv")
+            let (me, id) = try await Self.goodreadsImport(app)
             let group = ServiceGroup(configuration: .init(services: [app.portabilityRunner(chunk: 2, chunksPerRun: 10, restPercent: 100)],
                                                           logger: Logger(label: "test-jobs")))
             let running = Task { try await group.run() }
@@ -127,6 +119,13 @@ import Testing
             while try await runner.runDue() > 0 {}
             #expect(try await app.importStatus(me.token, id)["done"] as? Int == 7)
         }
+    }
+
+    /// A new user with a pin, and the id of the import of seven Goodreads lines they posted.
+    static func goodreadsImport(_ app: TestApp) async throws -> (TestApp.Account, String) {
+        let me = try await app.register()
+        try await app.addPin(me.token)
+        return (me, try await app.importFile(me.token, ImportTests.goodreadsFile(), contentType: "text/csv"))
     }
 }
 

@@ -7,11 +7,7 @@ extension TestApp {
     /// Runs the real `bookworm` executable (an admin at a terminal) against this test's
     /// database: (exit status, what it printed).
     func bookworm(_ arguments: [String], admin: String = "ops-alice", extra: [String: String] = [:]) async throws -> ChildProcess.Result {
-        let environment = extra.merging([
-            "DATABASE_URL": settings.connectionURL, "USER": admin, "LOG_LEVEL": "error",
-            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-            "BOOKWORM_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-cli-\(UUID().uuidString)").path,
-        ]) { $1 }
+        let environment = bookwormEnvironment(extra.merging(["DATABASE_URL": settings.connectionURL, "USER": admin]) { $1 })
         let binary = try bookwormBinary()
         return try await offThePool {
             let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("bookworm-cli-\(UUID().uuidString).out").path
